@@ -1,0 +1,12 @@
+//! Every contract Argus speaks that is not its own invention.
+//!
+//! - [`wire`]: the lynkeus wire protocol v1 between a driver (the WebSocket
+//!   server) and the agent inside the app (the client).
+//! - [`run`]: the run directory (`run.json`, `cases.jsonl`) that
+//!   `lynkeus case run --out` writes, schema [`run::RUN_SCHEMA`].
+//!
+//! Decoding never fails on fields it does not know: a newer agent or a newer
+//! lynkeus may add fields, and only ever adds them.
+
+pub mod run;
+pub mod wire;

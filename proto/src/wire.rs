@@ -1,0 +1,903 @@
+//! The lynkeus wire protocol, version 1.
+//!
+//! One JSON text frame per WebSocket message. The app dials the driver; the
+//! driver speaks first with [`Auth`]; the app answers [`Hello`] and then
+//! answers [`Request`]s with [`Response`]s, in any order, matched by id.
+//! Field names are the protocol's own (camelCase); every `Option` is left out
+//! when `None`, as the TypeScript reference leaves out `undefined`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The core methods; any other name is an app command.
+pub const CORE_METHODS: [&str; 16] = [
+    "ping",
+    "screen",
+    "find",
+    "press",
+    "type",
+    "swipe",
+    "navigate",
+    "back",
+    "waitFor",
+    "idle",
+    "deepLink",
+    "requests",
+    "trace",
+    "dismissKeyboard",
+    "batch",
+    "debug",
+];
+
+/// Methods that only read; the agent does not trace them as `command` events
+/// unless they fail.
+pub const READ_METHODS: [&str; 9] = [
+    "screen", "find", "trace", "requests", "ping", "debug", "idle", "waitFor", "busy",
+];
+
+/// The error code an app sends until the driver's token matches.
+pub const CODE_UNAUTHENTICATED: &str = "unauthenticated";
+/// The message that goes with [`CODE_UNAUTHENTICATED`].
+pub const MESSAGE_UNAUTHENTICATED: &str = "Not authenticated";
+
+// ---------------------------------------------------------------- events
+
+/// Driver → app, always the first message on a new connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auth {
+    /// Random per driver, the same on every connection it accepts: the app
+    /// tells a reconnect from a new driver by it.
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// App → driver, the answer to an [`Auth`] with the right token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hello {
+    pub protocol_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    pub platform: String,
+    #[serde(default)]
+    pub native: bool,
+    #[serde(default)]
+    pub commands: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<Value>,
+    /// Fields a newer agent adds, kept so that they can be shown and passed on.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Hello {
+    /// Whether the app answers `command` beyond the core methods.
+    pub fn has_command(&self, command: &str) -> bool {
+        self.commands.iter().any(|c| c == command)
+    }
+
+    /// `app.name`, when the app passed one.
+    pub fn app_name(&self) -> Option<&str> {
+        self.app.as_ref()?.get("name")?.as_str()
+    }
+}
+
+/// App → driver, whenever the focused route may have changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Navigation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+}
+
+// ---------------------------------------------------------------- requests
+
+/// Driver → app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub id: u64,
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+}
+
+/// The error half of a response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+impl ErrorBody {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), code: None }
+    }
+
+    pub fn with_code(message: impl Into<String>, code: impl Into<String>) -> Self {
+        Self { message: message.into(), code: Some(code.into()) }
+    }
+
+    pub fn unauthenticated() -> Self {
+        Self::with_code(MESSAGE_UNAUTHENTICATED, CODE_UNAUTHENTICATED)
+    }
+}
+
+/// App → driver: `{"id", "result"}` or `{"id", "error"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub id: u64,
+    pub outcome: Result<Value, ErrorBody>,
+}
+
+impl Serialize for Response {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("id", &self.id)?;
+        match &self.outcome {
+            Ok(result) => map.serialize_entry("result", result)?,
+            Err(error) => map.serialize_entry("error", error)?,
+        }
+        map.end()
+    }
+}
+
+/// Why a frame is not a protocol message.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("neither an event nor a message with a numeric id")]
+    Unrecognised,
+    #[error("malformed {what}: {source}")]
+    Field { what: &'static str, source: serde_json::Error },
+}
+
+/// Everything an app may send a driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppMessage {
+    Hello(Hello),
+    Navigation(Navigation),
+    Response(Response),
+    /// An event this version does not know: logged and ignored, since a newer
+    /// agent may add events.
+    OtherEvent(String),
+}
+
+impl AppMessage {
+    /// Decodes one text frame from an app.
+    pub fn parse(text: &str) -> Result<Self, WireError> {
+        let Value::Object(mut object) = serde_json::from_str::<Value>(text)? else {
+            return Err(WireError::NotAnObject);
+        };
+        if let Some(event) = object.get("event").and_then(Value::as_str) {
+            return match event {
+                "hello" => serde_json::from_value(Value::Object(object))
+                    .map(AppMessage::Hello)
+                    .map_err(|source| WireError::Field { what: "hello", source }),
+                "navigation" => serde_json::from_value(Value::Object(object))
+                    .map(AppMessage::Navigation)
+                    .map_err(|source| WireError::Field { what: "navigation", source }),
+                other => Ok(AppMessage::OtherEvent(other.to_owned())),
+            };
+        }
+        let id = object.get("id").and_then(Value::as_u64).ok_or(WireError::Unrecognised)?;
+        let outcome = match object.remove("error") {
+            Some(error) => Err(serde_json::from_value(error)
+                .map_err(|source| WireError::Field { what: "error", source })?),
+            None => Ok(object.remove("result").unwrap_or(Value::Null)),
+        };
+        Ok(AppMessage::Response(Response { id, outcome }))
+    }
+}
+
+/// Everything a driver may send an app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriverMessage {
+    Auth(Auth),
+    Request(Request),
+    OtherEvent(String),
+}
+
+impl DriverMessage {
+    /// Decodes one text frame from a driver.
+    pub fn parse(text: &str) -> Result<Self, WireError> {
+        let value = serde_json::from_str::<Value>(text)?;
+        let Value::Object(object) = &value else {
+            return Err(WireError::NotAnObject);
+        };
+        if let Some(event) = object.get("event").and_then(Value::as_str) {
+            return match event {
+                "auth" => serde_json::from_value(value)
+                    .map(DriverMessage::Auth)
+                    .map_err(|source| WireError::Field { what: "auth", source }),
+                other => Ok(DriverMessage::OtherEvent(other.to_owned())),
+            };
+        }
+        serde_json::from_value(value)
+            .map(DriverMessage::Request)
+            .map_err(|source| WireError::Field { what: "request", source })
+    }
+}
+
+/// `{"event":"auth",…}` as the driver sends it.
+pub fn auth_frame(auth: &Auth) -> String {
+    let mut object = Map::new();
+    object.insert("event".into(), "auth".into());
+    object.insert("session".into(), auth.session.clone().into());
+    if let Some(token) = &auth.token {
+        object.insert("token".into(), token.clone().into());
+    }
+    Value::Object(object).to_string()
+}
+
+/// `{"event":"hello",…}` as the app sends it.
+pub fn hello_frame(hello: &Hello) -> String {
+    event_frame("hello", hello)
+}
+
+/// `{"event":"navigation",…}` as the app sends it.
+pub fn navigation_frame(navigation: &Navigation) -> String {
+    event_frame("navigation", navigation)
+}
+
+fn event_frame(event: &str, body: &impl Serialize) -> String {
+    let mut object = Map::new();
+    object.insert("event".into(), event.into());
+    if let Ok(Value::Object(fields)) = serde_json::to_value(body) {
+        object.extend(fields);
+    }
+    Value::Object(object).to_string()
+}
+
+// ---------------------------------------------------------------- targets
+
+/// Narrows a [`Target`] to the neighbourhood of another element.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Scope {
+    TestId {
+        #[serde(rename = "testId")]
+        test_id: String,
+    },
+    Text {
+        text: String,
+    },
+}
+
+/// Names one element (or a point). On the wire it is always one of these
+/// four objects; the CLI's spellings (`#id`, `12`, `"text"`) are the case
+/// format's business.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Target {
+    TestId {
+        #[serde(rename = "testId")]
+        test_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nth: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within: Option<Scope>,
+    },
+    Text {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nth: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within: Option<Scope>,
+    },
+    Index {
+        i: usize,
+    },
+    Point {
+        x: f64,
+        y: f64,
+    },
+}
+
+impl Target {
+    pub fn test_id(id: impl Into<String>) -> Self {
+        Target::TestId { test_id: id.into(), nth: None, within: None }
+    }
+
+    pub fn text(text: impl Into<String>) -> Self {
+        Target::Text { text: text.into(), nth: None, within: None }
+    }
+
+    /// The JSON the agent puts in its error messages.
+    pub fn describe(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl From<Scope> for Target {
+    fn from(scope: Scope) -> Self {
+        match scope {
+            Scope::TestId { test_id } => Target::test_id(test_id),
+            Scope::Text { text } => Target::text(text),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- screen
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElementKind {
+    Button,
+    Input,
+    Text,
+    Scroll,
+    Switch,
+    Image,
+    View,
+}
+
+impl ElementKind {
+    /// Buttons and inputs: matched by substring, checked for cover.
+    pub fn is_control(self) -> bool {
+        matches!(self, ElementKind::Button | ElementKind::Input)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElementKind::Button => "button",
+            ElementKind::Input => "input",
+            ElementKind::Text => "text",
+            ElementKind::Scroll => "scroll",
+            ElementKind::Switch => "switch",
+            ElementKind::Image => "image",
+            ElementKind::View => "view",
+        }
+    }
+}
+
+/// Why an element is mounted but not presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HiddenReason {
+    A11y,
+    Inert,
+    BehindModal,
+    BehindOverlay,
+}
+
+impl HiddenReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HiddenReason::A11y => "a11y",
+            HiddenReason::Inert => "inert",
+            HiddenReason::BehindModal => "behind-modal",
+            HiddenReason::BehindOverlay => "behind-overlay",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Frame {
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
+}
+
+impl Frame {
+    pub fn centre(&self) -> Point {
+        Point { x: self.x + self.w / 2.0, y: self.y + self.h / 2.0 }
+    }
+
+    pub fn contains(&self, p: Point) -> bool {
+        p.x >= self.x && p.x <= self.x + self.w && p.y >= self.y && p.y <= self.y + self.h
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Size {
+    pub w: f64,
+    pub h: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Element {
+    pub i: usize,
+    pub kind: ElementKind,
+    pub frame: Frame,
+    pub enabled: bool,
+    pub depth: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accessibility_label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focused: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covered: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<HiddenReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offscreen: Option<bool>,
+}
+
+impl Element {
+    pub fn is_covered(&self) -> bool {
+        self.covered == Some(true)
+    }
+
+    pub fn is_offscreen(&self) -> bool {
+        self.offscreen == Some(true)
+    }
+
+    pub fn is_focused(&self) -> bool {
+        self.focused == Some(true)
+    }
+}
+
+/// The layer on top, when the app presents one over its screen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Presenting {
+    pub i: usize,
+    pub modal: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Screen {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+    #[serde(default)]
+    pub path: Vec<String>,
+    #[serde(default)]
+    pub elements: Vec<Element>,
+    #[serde(default)]
+    pub commit: u64,
+    #[serde(default)]
+    pub busy: bool,
+    #[serde(default)]
+    pub window: Size,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presenting: Option<Presenting>,
+    #[serde(default)]
+    pub cost_ms: f64,
+}
+
+// ---------------------------------------------------------------- records
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestRecord {
+    pub id: u64,
+    pub method: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    pub started_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One entry of the app's trace ring.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    pub seq: u64,
+    pub t: u64,
+    #[serde(flatten)]
+    pub kind: TraceKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreChange {
+    pub from: Value,
+    pub to: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TraceKind {
+    Route {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
+        #[serde(default)]
+        path: Vec<String>,
+    },
+    Request {
+        method: String,
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Store {
+        store: String,
+        changed: Map<String, Value>,
+    },
+    Event {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        props: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
+    },
+    Command {
+        method: String,
+        ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    Touch {
+        x: f64,
+        y: f64,
+        #[serde(default, rename = "testId", skip_serializing_if = "Option::is_none")]
+        test_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
+    },
+    Stall {
+        renders: u64,
+        #[serde(rename = "windowMs")]
+        window_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        component: Option<String>,
+    },
+    Crash {
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stack: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
+    },
+    /// A kind a newer agent added.
+    #[serde(other)]
+    Other,
+}
+
+// ---------------------------------------------------------------- params and results
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PingResult {
+    pub pong: bool,
+    pub native: bool,
+    pub commands: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PressMode {
+    Native,
+    Js,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PressParams {
+    #[serde(flatten)]
+    pub target: Target,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<PressMode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PressResult {
+    pub x: f64,
+    pub y: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<Element>,
+    pub mode: PressMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeParams {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paste: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TypeResult {
+    pub typed: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub element: Option<Element>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Up,
+    Down,
+    Left,
+    Right,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwipeParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Point>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Point>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwipeResult {
+    pub from: Point,
+    pub to: Point,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NavigateParams {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+}
+
+/// What `navigate` and `back` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitForParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any_of: Option<Vec<Target>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scroll: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitForResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<Target>,
+    pub waited_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IdleParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdleResult {
+    pub commit: u64,
+    pub idle: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeepLinkParams {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeepLinkResult {
+    pub opened: String,
+}
+
+/// `requests` and `trace` take `{since?}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SinceParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestsResult {
+    pub in_flight: u64,
+    pub requests: Vec<RequestRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceResult {
+    pub last: u64,
+    pub events: Vec<TraceEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchCall {
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchParams {
+    pub calls: Vec<BatchCall>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchResult {
+    pub results: Vec<Value>,
+}
+
+/// One analytics event as the `events` app command answers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppEvent {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub props: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn auth_leaves_out_a_missing_token() {
+        let auth = Auth { session: "k1x9".into(), token: None };
+        assert_eq!(auth_frame(&auth), r#"{"event":"auth","session":"k1x9"}"#);
+        let auth = Auth { session: "k1x9".into(), token: Some("secret".into()) };
+        assert_eq!(auth_frame(&auth), r#"{"event":"auth","session":"k1x9","token":"secret"}"#);
+    }
+
+    #[test]
+    fn hello_keeps_fields_a_newer_agent_adds() {
+        let text = r#"{"event":"hello","protocolVersion":1,"agentVersion":"0.2.1","platform":"ios","native":true,"commands":["busy","events"],"route":"Settings.Main","app":{"name":"example"},"runtimeFlags":{"x":1}}"#;
+        let AppMessage::Hello(hello) = AppMessage::parse(text).unwrap() else { panic!("not a hello") };
+        assert_eq!(hello.platform, "ios");
+        assert!(hello.native);
+        assert_eq!(hello.app_name(), Some("example"));
+        assert!(hello.has_command("busy"));
+        assert_eq!(hello.extra.get("runtimeFlags"), Some(&json!({"x": 1})));
+        assert_eq!(hello_frame(&hello), text);
+    }
+
+    #[test]
+    fn responses_decode_result_null_and_errors() {
+        let r = AppMessage::parse(r#"{"id":7,"result":null}"#).unwrap();
+        assert_eq!(r, AppMessage::Response(Response { id: 7, outcome: Ok(Value::Null) }));
+        let r = AppMessage::parse(r#"{"id":1,"error":{"message":"Not authenticated","code":"unauthenticated"}}"#).unwrap();
+        assert_eq!(r, AppMessage::Response(Response { id: 1, outcome: Err(ErrorBody::unauthenticated()) }));
+        let text = serde_json::to_string(&Response { id: 8, outcome: Err(ErrorBody::new("Unknown method nope")) }).unwrap();
+        assert_eq!(text, r#"{"id":8,"error":{"message":"Unknown method nope"}}"#);
+    }
+
+    #[test]
+    fn bad_frames_are_refused_with_a_reason() {
+        assert!(matches!(AppMessage::parse("{nope"), Err(WireError::Json(_))));
+        assert!(matches!(AppMessage::parse("[1,2]"), Err(WireError::NotAnObject)));
+        assert!(matches!(AppMessage::parse(r#"{"id":"x"}"#), Err(WireError::Unrecognised)));
+        assert!(matches!(AppMessage::parse(r#"{"event":"hello"}"#), Err(WireError::Field { what: "hello", .. })));
+        assert!(matches!(AppMessage::parse(r#"{"id":1,"error":"boom"}"#), Err(WireError::Field { what: "error", .. })));
+        assert_eq!(AppMessage::parse(r#"{"event":"future"}"#).unwrap(), AppMessage::OtherEvent("future".into()));
+    }
+
+    #[test]
+    fn targets_in_all_four_forms() {
+        let cases = [
+            (json!({"testId": "next"}), Target::test_id("next")),
+            (json!({"text": "Log in", "nth": 1}), Target::Text { text: "Log in".into(), nth: Some(1), within: None }),
+            (json!({"i": 4}), Target::Index { i: 4 }),
+            (json!({"x": 10.5, "y": 20.0}), Target::Point { x: 10.5, y: 20.0 }),
+            (
+                json!({"testId": "like", "within": {"text": "Ada"}}),
+                Target::TestId { test_id: "like".into(), nth: None, within: Some(Scope::Text { text: "Ada".into() }) },
+            ),
+        ];
+        for (json, target) in cases {
+            assert_eq!(serde_json::from_value::<Target>(json.clone()).unwrap(), target);
+            assert_eq!(serde_json::to_value(&target).unwrap(), json);
+        }
+        assert_eq!(Target::test_id("nope").describe(), r#"{"testId":"nope"}"#);
+    }
+
+    #[test]
+    fn press_params_flatten_the_target() {
+        let p: PressParams = serde_json::from_value(json!({"testId": "go", "holdMs": 600, "mode": "js"})).unwrap();
+        assert_eq!(p.target, Target::test_id("go"));
+        assert_eq!(p.hold_ms, Some(600));
+        assert_eq!(p.mode, Some(PressMode::Js));
+    }
+
+    #[test]
+    fn trace_events_of_every_kind_and_unknown_kinds() {
+        let events = json!([
+            {"seq": 1, "t": 5, "kind": "route", "route": "Home", "path": ["Home"]},
+            {"seq": 2, "t": 6, "kind": "request", "method": "GET", "url": "/a", "status": 200, "ms": 3},
+            {"seq": 3, "t": 7, "kind": "store", "store": "cart", "changed": {"n": {"from": 1, "to": 2}}},
+            {"seq": 4, "t": 8, "kind": "event", "name": "Tap", "props": {"a": 1}, "route": "Home"},
+            {"seq": 5, "t": 9, "kind": "command", "method": "press", "ms": 50},
+            {"seq": 6, "t": 10, "kind": "touch", "x": 1.0, "y": 2.0, "testId": "go"},
+            {"seq": 7, "t": 11, "kind": "stall", "renders": 100, "windowMs": 1000},
+            {"seq": 8, "t": 12, "kind": "crash", "message": "boom"},
+            {"seq": 9, "t": 13, "kind": "hologram", "depth": 3}
+        ]);
+        let decoded: Vec<TraceEvent> = serde_json::from_value(events.clone()).unwrap();
+        assert_eq!(decoded.len(), 9);
+        assert_eq!(decoded[8].kind, TraceKind::Other);
+        // Every known kind survives a round trip unchanged.
+        for (event, json) in decoded.iter().zip(events.as_array().unwrap()).take(8) {
+            assert_eq!(&serde_json::to_value(event).unwrap(), json);
+        }
+    }
+
+    #[test]
+    fn elements_and_screens_ignore_unknown_fields() {
+        let screen: Screen = serde_json::from_value(json!({
+            "route": "Home", "path": ["Home"], "commit": 3, "busy": false,
+            "window": {"w": 390, "h": 844}, "costMs": 1,
+            "elements": [{"i": 0, "kind": "button", "frame": {"x": 0, "y": 0, "w": 10, "h": 10},
+                          "enabled": true, "depth": 0, "testId": "go", "hidden": "behind-modal",
+                          "glow": true}],
+            "presenting": {"i": 0, "modal": true},
+            "somethingNew": 1
+        }))
+        .unwrap();
+        assert_eq!(screen.elements[0].hidden, Some(HiddenReason::BehindModal));
+        assert_eq!(screen.presenting.unwrap().i, 0);
+    }
+}
