@@ -1,0 +1,63 @@
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use argus_proto::wire::ErrorBody;
+
+/// Why a driver could not start listening.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("port {port} on {host} is in use: another driver or program listens there (port-in-use)")]
+    PortInUse { host: String, port: u16 },
+    #[error("cannot listen on {host}:{port}: {source}")]
+    Io { host: String, port: u16, source: std::io::Error },
+}
+
+impl ListenError {
+    /// `port-in-use` for a taken port; `None` for other failures.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            ListenError::PortInUse { .. } => Some("port-in-use"),
+            ListenError::Io { .. } => None,
+        }
+    }
+}
+
+/// Why a call, or the wait for an app, failed. [`CallError::code`] gives the
+/// lynkeus error code where there is one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// No socket is open and no reconnect is awaited.
+    #[error("No app attached on {addr}")]
+    NoApp { addr: SocketAddr },
+    /// `wait_for_app` gave up.
+    #[error("No app attached on {addr} within {}ms. Is a dev build running with <Lynkeus>?", .waited.as_millis())]
+    AttachTimeout { addr: SocketAddr, waited: Duration },
+    /// The call's deadline passed (code `timeout`).
+    #[error("{method} timed out after {}ms", .after.as_millis())]
+    Timeout { method: String, after: Duration },
+    /// The app dropped and did not come back within the grace period (code `disconnected`).
+    #[error("App disconnected mid-call")]
+    Disconnected,
+    /// The driver was closed with the call in flight.
+    #[error("Agent server closed")]
+    Closed,
+    /// The app answered with an error; `unauthenticated` is one of these.
+    #[error("{}", .0.message)]
+    App(ErrorBody),
+}
+
+impl CallError {
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            CallError::Timeout { .. } => Some("timeout"),
+            CallError::Disconnected => Some("disconnected"),
+            CallError::App(body) => body.code.as_deref(),
+            CallError::NoApp { .. } | CallError::AttachTimeout { .. } | CallError::Closed => None,
+        }
+    }
+
+    /// The app's `Unknown method <name>`: the step is unsupported, not failed.
+    pub fn is_unknown_method(&self) -> bool {
+        matches!(self, CallError::App(body) if body.message.starts_with("Unknown method"))
+    }
+}

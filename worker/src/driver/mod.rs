@@ -1,0 +1,484 @@
+//! The lynkeus driver: a WebSocket server on one port that one app dials.
+//!
+//! It plays lynkeus' `AgentServer` role (spec §2.2): `auth` first on every
+//! connection, `hello` before any request, many calls in flight matched by id,
+//! the newest connection replaces the older, and calls in flight survive a
+//! reconnect: they wait for a grace period and are resent byte for byte, with
+//! the same id, after the new `hello` (the app answers a resend it already ran
+//! from its memory, so a press is never repeated).
+//!
+//! One task accepts connections; one task per connection reads frames and
+//! keeps it alive with pings. A caller writes its own request to the socket,
+//! so a call costs one task hop (the reader handing the answer back).
+
+mod connection;
+mod error;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use argus_proto::wire::{Auth, Hello, Request, auth_frame};
+use futures_util::SinkExt;
+use futures_util::stream::SplitSink;
+use serde_json::Value;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, debug, info, info_span};
+
+pub use error::{CallError, ListenError};
+
+/// lynkeus' default driver port.
+pub const DEFAULT_PORT: u16 = 8123;
+/// lynkeus' default wait for an app to attach.
+pub const DEFAULT_ATTACH_TIMEOUT: Duration = Duration::from_millis(15_000);
+/// lynkeus' default per-call timeout.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_millis(20_000);
+
+#[derive(Clone)]
+pub struct DriverConfig {
+    /// Loopback by default: an iOS simulator shares it, and an Android
+    /// emulator reaches it as 10.0.2.2.
+    pub host: String,
+    /// 0 picks a free port (tests).
+    pub port: u16,
+    /// Must match the app's token; never logged.
+    pub token: Option<String>,
+    /// How long calls in flight wait for the app to come back.
+    pub reconnect_grace: Duration,
+    /// A client that has not finished the WebSocket handshake by then is dropped.
+    pub handshake_timeout: Duration,
+    /// The largest message (and frame) accepted from an app.
+    pub max_message_bytes: usize,
+    /// How often a ping goes to the app.
+    pub ping_interval: Duration,
+    /// An app silent for longer (not even a pong) is taken for dead. An app
+    /// that dies is noticed within `ping_interval + liveness_timeout`.
+    pub liveness_timeout: Duration,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: DEFAULT_PORT,
+            token: None,
+            reconnect_grace: Duration::from_millis(2_500),
+            handshake_timeout: Duration::from_secs(5),
+            max_message_bytes: 16 << 20,
+            ping_interval: Duration::from_secs(5),
+            liveness_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for DriverConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DriverConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("reconnect_grace", &self.reconnect_grace)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("ping_interval", &self.ping_interval)
+            .field("liveness_timeout", &self.liveness_timeout)
+            .finish()
+    }
+}
+
+/// What a driver observes about its app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DriverEvent {
+    Hello(Arc<Hello>),
+    Navigation(Option<String>),
+    /// The attached app's connection dropped (not when a newer one replaced it).
+    Disconnected,
+}
+
+type Sink = Arc<tokio::sync::Mutex<SplitSink<WebSocketStream<TcpStream>, Message>>>;
+
+/// The connection currently serving, if any.
+struct Link {
+    id: u64,
+    sink: Sink,
+    cancel: CancellationToken,
+    /// `hello` arrived on this connection.
+    attached: bool,
+}
+
+struct Pending {
+    /// The exact frame sent, resent unchanged after a reconnect.
+    frame: Utf8Bytes,
+    reply: oneshot::Sender<Result<Value, CallError>>,
+}
+
+#[derive(Default)]
+struct State {
+    link: Option<Link>,
+    /// The generation of the grace timer running since the link dropped.
+    grace: Option<u64>,
+    generation: u64,
+    pending: HashMap<u64, Pending>,
+    closed: bool,
+    next_link: u64,
+}
+
+struct Shared {
+    config: DriverConfig,
+    addr: SocketAddr,
+    session: String,
+    auth: Utf8Bytes,
+    next_id: AtomicU64,
+    state: Mutex<State>,
+    hello: watch::Sender<Option<Arc<Hello>>>,
+    events: broadcast::Sender<DriverEvent>,
+    tracker: TaskTracker,
+}
+
+/// A running driver. Dropping it stops it; [`Driver::close`] also fails the
+/// calls in flight and waits for its tasks.
+pub struct Driver {
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+}
+
+impl Driver {
+    /// Binds `config.host:config.port` and starts accepting apps.
+    pub async fn listen(config: DriverConfig) -> Result<Self, ListenError> {
+        let listener = TcpListener::bind((config.host.as_str(), config.port)).await.map_err(|source| {
+            if source.kind() == std::io::ErrorKind::AddrInUse {
+                ListenError::PortInUse { host: config.host.clone(), port: config.port }
+            } else {
+                ListenError::Io { host: config.host.clone(), port: config.port, source }
+            }
+        })?;
+        Self::from_listener(listener, config)
+    }
+
+    /// Serves on a listener bound by the caller (port 0 in tests).
+    pub fn from_listener(listener: TcpListener, config: DriverConfig) -> Result<Self, ListenError> {
+        let addr = listener.local_addr().map_err(|source| ListenError::Io {
+            host: config.host.clone(),
+            port: config.port,
+            source,
+        })?;
+        let session = new_session();
+        let auth = auth_frame(&Auth { session: session.clone(), token: config.token.clone() }).into();
+        let shared = Arc::new(Shared {
+            config,
+            addr,
+            session,
+            auth,
+            next_id: AtomicU64::new(1),
+            state: Mutex::new(State::default()),
+            hello: watch::channel(None).0,
+            events: broadcast::channel(256).0,
+            tracker: TaskTracker::new(),
+        });
+        let cancel = CancellationToken::new();
+        let span = info_span!("driver", port = addr.port());
+        shared.tracker.spawn(accept_loop(shared.clone(), listener, cancel.clone()).instrument(span));
+        info!(%addr, "driver listening");
+        Ok(Self { shared, cancel })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The session string sent in every `auth`.
+    pub fn session(&self) -> &str {
+        &self.shared.session
+    }
+
+    /// An app is attached: its socket is open and it said `hello`.
+    pub fn connected(&self) -> bool {
+        self.shared.lock().link.as_ref().is_some_and(|l| l.attached)
+    }
+
+    /// The attached app's `hello`.
+    pub fn hello(&self) -> Option<Arc<Hello>> {
+        self.shared.hello.borrow().clone()
+    }
+
+    /// `hello`, navigation and disconnect events from now on.
+    pub fn events(&self) -> broadcast::Receiver<DriverEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Resolves with the app's `hello`, at once if it is attached.
+    pub async fn wait_for_app(&self, timeout: Duration) -> Result<Arc<Hello>, CallError> {
+        let mut hello = self.shared.hello.subscribe();
+        let waited = tokio::time::timeout(timeout, hello.wait_for(Option::is_some)).await;
+        match waited {
+            Ok(Ok(hello)) => Ok(hello.clone().expect("waited for Some")),
+            Ok(Err(_)) => Err(CallError::Closed),
+            Err(_) => Err(CallError::AttachTimeout { addr: self.shared.addr, waited: timeout }),
+        }
+    }
+
+    /// Sends `method` and resolves with the app's result.
+    ///
+    /// Fails at once when no app is connected and none is awaited. While the
+    /// app reconnects (or has connected but not yet said `hello`) the call
+    /// waits and is sent after `hello`; its deadline keeps running.
+    pub async fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, CallError> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::debug_span!("call", method, id);
+        self.shared.call(id, method, params, timeout).instrument(span).await
+    }
+
+    /// Stops listening, fails the calls in flight with `Agent server closed`,
+    /// closes the app's socket and waits (briefly) for every task to end.
+    pub async fn close(&self) {
+        self.cancel.cancel();
+        let failed = {
+            let mut state = self.shared.lock();
+            state.closed = true;
+            state.grace = None;
+            if let Some(link) = state.link.take() {
+                link.cancel.cancel();
+            }
+            std::mem::take(&mut state.pending)
+        };
+        for (_, pending) in failed {
+            let _ = pending.reply.send(Err(CallError::Closed));
+        }
+        self.shared.hello.send_replace(None);
+        self.shared.tracker.close();
+        if tokio::time::timeout(Duration::from_secs(2), self.shared.tracker.wait()).await.is_err() {
+            debug!("driver tasks still ending after 2s");
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        if let Some(link) = self.shared.lock().link.take() {
+            link.cancel.cancel();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half-updated in
+        // a way that matters more than stopping the driver would.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    async fn call(
+        self: &Arc<Self>,
+        id: u64,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let request = Request { id, method: method.to_owned(), params };
+        let frame: Utf8Bytes = serde_json::to_string(&request).expect("a request always serialises").into();
+        let (reply, answer) = oneshot::channel();
+        let sink = {
+            let mut state = self.lock();
+            if state.closed {
+                return Err(CallError::Closed);
+            }
+            let sink = match &state.link {
+                Some(link) if link.attached => Some(link.sink.clone()),
+                // Connected but no hello yet, or reconnect awaited: sent after hello.
+                Some(_) => None,
+                None if state.grace.is_some() => None,
+                None => return Err(CallError::NoApp { addr: self.addr }),
+            };
+            state.pending.insert(id, Pending { frame: frame.clone(), reply });
+            sink
+        };
+        let _forget = ForgetOnDrop { shared: self, id };
+        if let Some(sink) = sink {
+            // A failed write means the socket is going; the reader notices,
+            // and the request is resent after the app's next hello.
+            if let Err(error) = sink.lock().await.send(Message::Text(frame)).await {
+                debug!(%error, "write failed; the call waits for a reconnect");
+            }
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(CallError::Closed),
+            Err(_) => Err(CallError::Timeout { method: method.to_owned(), after: timeout }),
+        }
+    }
+
+    /// A new connection replaces the current one, whatever its state.
+    fn attach(&self, sink: Sink, cancel: CancellationToken) -> Option<u64> {
+        let mut state = self.lock();
+        if state.closed {
+            return None;
+        }
+        state.next_link += 1;
+        let id = state.next_link;
+        if let Some(old) = state.link.take() {
+            info!(link = id, replaced = old.id, "a newer connection replaces the older one");
+            old.cancel.cancel();
+        }
+        state.grace = None;
+        state.generation += 1;
+        state.link = Some(Link { id, sink, cancel, attached: false });
+        drop(state);
+        self.hello.send_replace(None);
+        Some(id)
+    }
+
+    /// The app on `link` said hello: it is attached, and every call in flight
+    /// is sent to it, unchanged and in id order.
+    async fn attached(&self, link: u64, hello: Hello) {
+        let (sink, resend) = {
+            let mut state = self.lock();
+            let Some(current) = state.link.as_mut().filter(|l| l.id == link) else {
+                debug!(link, "hello from a connection that was replaced; ignored");
+                return;
+            };
+            current.attached = true;
+            let sink = current.sink.clone();
+            state.grace = None;
+            let mut resend: Vec<(u64, Utf8Bytes)> =
+                state.pending.iter().map(|(id, p)| (*id, p.frame.clone())).collect();
+            resend.sort_unstable_by_key(|(id, _)| *id);
+            (sink, resend)
+        };
+        let hello = Arc::new(hello);
+        info!(
+            platform = %hello.platform,
+            native = hello.native,
+            app = hello.app_name().unwrap_or("-"),
+            resent = resend.len(),
+            "app attached"
+        );
+        self.hello.send_replace(Some(hello.clone()));
+        let _ = self.events.send(DriverEvent::Hello(hello));
+        if resend.is_empty() {
+            return;
+        }
+        let mut sink = sink.lock().await;
+        for (_, frame) in resend {
+            if sink.send(Message::Text(frame)).await.is_err() {
+                break;
+            }
+        }
+    }
+
+    fn answered(&self, id: u64, outcome: Result<Value, CallError>) {
+        let pending = self.lock().pending.remove(&id);
+        match pending {
+            Some(pending) => {
+                let _ = pending.reply.send(outcome);
+            }
+            None => debug!(id, "answer for an unknown id dropped"),
+        }
+    }
+
+    /// The connection `link` ended. When it was the current one, calls in
+    /// flight wait `reconnect_grace` for the app to come back.
+    fn detached(self: &Arc<Self>, link: u64) {
+        let mut state = self.lock();
+        if state.link.as_ref().is_none_or(|l| l.id != link) {
+            return;
+        }
+        state.link = None;
+        if state.closed {
+            return;
+        }
+        state.generation += 1;
+        let generation = state.generation;
+        state.grace = Some(generation);
+        let waiting = state.pending.len();
+        drop(state);
+        self.hello.send_replace(None);
+        let _ = self.events.send(DriverEvent::Disconnected);
+        info!(waiting, grace_ms = self.config.reconnect_grace.as_millis() as u64, "app disconnected");
+        let shared = self.clone();
+        self.tracker.spawn(async move {
+            tokio::time::sleep(shared.config.reconnect_grace).await;
+            let failed = {
+                let mut state = shared.lock();
+                if state.grace != Some(generation) {
+                    return;
+                }
+                state.grace = None;
+                std::mem::take(&mut state.pending)
+            };
+            if !failed.is_empty() {
+                info!(failed = failed.len(), "app did not come back within the grace period");
+            }
+            for (_, pending) in failed {
+                let _ = pending.reply.send(Err(CallError::Disconnected));
+            }
+        });
+    }
+}
+
+/// Removes a call's entry when the call ends, however it ends (answered,
+/// timed out, or its future dropped).
+struct ForgetOnDrop<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.shared.lock().pending.remove(&self.id);
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let span = info_span!("app", %peer);
+                    shared
+                        .tracker
+                        .spawn(connection::serve(shared.clone(), stream, cancel.child_token()).instrument(span));
+                }
+                Err(error) => {
+                    // Out of descriptors and the like: pause instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    debug!("driver stopped listening");
+}
+
+/// Random per driver: the app tells a reconnect from a new driver by it.
+fn new_session() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..12).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_random_and_plain() {
+        let a = new_session();
+        assert_eq!(a.len(), 12);
+        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric()));
+        assert_ne!(a, new_session());
+    }
+
+    #[test]
+    fn the_token_is_never_printed() {
+        let config = DriverConfig { token: Some("hunter2".into()), ..DriverConfig::default() };
+        assert!(!format!("{config:?}").contains("hunter2"));
+    }
+}
