@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
 
-use crate::matching::pick;
+use crate::matching::{pick, pick_hidden};
 use crate::model::{Action, Model, RequestSpec, Route};
 use crate::screen::{ScreenState, Snapshot, mounted_alone, snapshot};
 
@@ -209,7 +209,16 @@ impl App {
 
     /// The element a target names, refusing what matches nothing or is hidden.
     fn presented(&self, target: &Target) -> Result<Element, ErrorBody> {
-        let element = self.find(target).ok_or_else(|| fail(format!("No element matches {}", target.describe())))?;
+        let elements = self.elements();
+        let element = match pick(&elements, target) {
+            Some(element) => element.clone(),
+            None => {
+                return Err(match pick_hidden(&elements, target).and_then(|e| e.hidden) {
+                    Some(hidden) => fail(format!("{} is not presented ({})", target.describe(), hidden.as_str())),
+                    None => fail(format!("No element matches {}", target.describe())),
+                });
+            }
+        };
         if let Some(hidden) = element.hidden {
             return Err(fail(format!("{} is not presented ({})", target.describe(), hidden.as_str())));
         }

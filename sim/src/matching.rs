@@ -42,6 +42,17 @@ fn matchable(element: &Element) -> bool {
     matches!(element.hidden, None | Some(HiddenReason::Inert))
 }
 
+/// What the target would name if hidden elements counted: used to say why
+/// nothing matched ("… is not presented (behind-modal)") rather than that
+/// nothing exists.
+pub fn pick_hidden<'a>(elements: &'a [Element], target: &Target) -> Option<&'a Element> {
+    let hidden: Vec<Element> = elements
+        .iter()
+        .map(|e| Element { hidden: e.hidden.map(|_| HiddenReason::Inert), ..e.clone() })
+        .collect();
+    pick(&hidden, target).map(|e| &elements[e.i])
+}
+
 fn is_inside(elements: &[Element], element: &Element, ancestor: usize) -> bool {
     let mut parent = element.parent;
     while let Some(p) = parent {

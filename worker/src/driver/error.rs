@@ -29,9 +29,10 @@ pub enum CallError {
     /// No socket is open and no reconnect is awaited.
     #[error("No app attached on {addr}")]
     NoApp { addr: SocketAddr },
-    /// `wait_for_app` gave up.
-    #[error("No app attached on {addr} within {}ms. Is a dev build running with <Lynkeus>?", .waited.as_millis())]
-    AttachTimeout { addr: SocketAddr, waited: Duration },
+    /// `wait_for_app` gave up. `silent_app`: an app connected but never said
+    /// hello, which is what an app does when the tokens differ.
+    #[error("{}", attach_timeout_message(*.addr, *.waited, *.silent_app))]
+    AttachTimeout { addr: SocketAddr, waited: Duration, silent_app: bool },
     /// The call's deadline passed (code `timeout`).
     #[error("{method} timed out after {}ms", .after.as_millis())]
     Timeout { method: String, after: Duration },
@@ -59,5 +60,17 @@ impl CallError {
     /// The app's `Unknown method <name>`: the step is unsupported, not failed.
     pub fn is_unknown_method(&self) -> bool {
         matches!(self, CallError::App(body) if body.message.starts_with("Unknown method"))
+    }
+}
+
+fn attach_timeout_message(addr: SocketAddr, waited: Duration, silent_app: bool) -> String {
+    let ms = waited.as_millis();
+    if silent_app {
+        format!(
+            "No app attached on {addr} within {ms}ms: an app connected but did not say hello. \
+             Does the driver's token match the app's?"
+        )
+    } else {
+        format!("No app attached on {addr} within {ms}ms. Is a dev build running with <Lynkeus>?")
     }
 }

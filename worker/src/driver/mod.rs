@@ -220,19 +220,27 @@ impl Driver {
         match waited {
             Ok(Ok(hello)) => Ok(hello.clone().expect("waited for Some")),
             Ok(Err(_)) => Err(CallError::Closed),
-            Err(_) => Err(CallError::AttachTimeout { addr: self.shared.addr, waited: timeout }),
+            Err(_) => {
+                let silent_app = self.shared.lock().link.is_some();
+                Err(CallError::AttachTimeout { addr: self.shared.addr, waited: timeout, silent_app })
+            }
         }
     }
 
     /// Sends `method` and resolves with the app's result.
     ///
     /// Fails at once when no app is connected and none is awaited. While the
-    /// app reconnects (or has connected but not yet said `hello`) the call
-    /// waits and is sent after `hello`; its deadline keeps running.
+    /// app reconnects the call waits and is sent after `hello`; its deadline
+    /// keeps running.
     pub async fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, CallError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let span = tracing::debug_span!("call", method, id);
         self.shared.call(id, method, params, timeout).instrument(span).await
+    }
+
+    /// Tasks still running: the accept loop, connections, grace timers.
+    pub fn task_count(&self) -> usize {
+        self.shared.tracker.len()
     }
 
     /// Stops listening, fails the calls in flight with `Agent server closed`,
@@ -290,10 +298,13 @@ impl Shared {
             if state.closed {
                 return Err(CallError::Closed);
             }
+            // Like lynkeus, an open socket is enough: an app that has not
+            // said hello because the token is wrong answers `unauthenticated`.
+            // The request is also resent after hello, which the app answers
+            // from memory. With no socket but a reconnect awaited, the request
+            // waits for the next hello.
             let sink = match &state.link {
-                Some(link) if link.attached => Some(link.sink.clone()),
-                // Connected but no hello yet, or reconnect awaited: sent after hello.
-                Some(_) => None,
+                Some(link) => Some(link.sink.clone()),
                 None if state.grace.is_some() => None,
                 None => return Err(CallError::NoApp { addr: self.addr }),
             };
