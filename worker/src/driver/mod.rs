@@ -140,6 +140,8 @@ struct Shared {
     hello: watch::Sender<Option<Arc<Hello>>>,
     events: broadcast::Sender<DriverEvent>,
     tracker: TaskTracker,
+    /// Cancelled when the driver stops: ends every task it started.
+    stop: CancellationToken,
 }
 
 /// A running driver. Dropping it stops it; [`Driver::close`] also fails the
@@ -181,8 +183,9 @@ impl Driver {
             hello: watch::channel(None).0,
             events: broadcast::channel(256).0,
             tracker: TaskTracker::new(),
+            stop: CancellationToken::new(),
         });
-        let cancel = CancellationToken::new();
+        let cancel = shared.stop.clone();
         let span = info_span!("driver", port = addr.port());
         shared.tracker.spawn(accept_loop(shared.clone(), listener, cancel.clone()).instrument(span));
         info!(%addr, "driver listening");
@@ -415,7 +418,10 @@ impl Shared {
         info!(waiting, grace_ms = self.config.reconnect_grace.as_millis() as u64, "app disconnected");
         let shared = self.clone();
         self.tracker.spawn(async move {
-            tokio::time::sleep(shared.config.reconnect_grace).await;
+            tokio::select! {
+                _ = shared.stop.cancelled() => return,
+                _ = tokio::time::sleep(shared.config.reconnect_grace) => {}
+            }
             let failed = {
                 let mut state = shared.lock();
                 if state.grace != Some(generation) {
