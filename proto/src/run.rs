@@ -76,8 +76,7 @@ impl RunManifest {
     /// Reads a manifest, refusing any schema but [`RUN_SCHEMA`]. `path` only
     /// names the source in errors.
     pub fn from_json(text: &str, path: &str) -> Result<Self, RunError> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|source| RunError::Json { path: path.into(), source })?;
+        let value: Value = serde_json::from_str(text).map_err(|source| RunError::Json { path: path.into(), source })?;
         let schema = value.get("schema").cloned().unwrap_or(Value::Null);
         if schema.as_u64() != Some(u64::from(RUN_SCHEMA)) {
             return Err(RunError::UnknownSchema { path: path.into(), found: schema });

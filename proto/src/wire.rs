@@ -34,9 +34,7 @@ pub const CORE_METHODS: [&str; 16] = [
 
 /// Methods that only read; the agent does not trace them as `command` events
 /// unless they fail.
-pub const READ_METHODS: [&str; 9] = [
-    "screen", "find", "trace", "requests", "ping", "debug", "idle", "waitFor", "busy",
-];
+pub const READ_METHODS: [&str; 9] = ["screen", "find", "trace", "requests", "ping", "debug", "idle", "waitFor", "busy"];
 
 /// The error code an app sends until the driver's token matches.
 pub const CODE_UNAUTHENTICATED: &str = "unauthenticated";
@@ -191,8 +189,9 @@ impl AppMessage {
         }
         let id = object.get("id").and_then(Value::as_u64).ok_or(WireError::Unrecognised)?;
         let outcome = match object.remove("error") {
-            Some(error) => Err(serde_json::from_value(error)
-                .map_err(|source| WireError::Field { what: "error", source })?),
+            Some(error) => {
+                Err(serde_json::from_value(error).map_err(|source| WireError::Field { what: "error", source })?)
+            }
             None => Ok(object.remove("result").unwrap_or(Value::Null)),
         };
         Ok(AppMessage::Response(Response { id, outcome }))
@@ -820,9 +819,11 @@ mod tests {
     fn responses_decode_result_null_and_errors() {
         let r = AppMessage::parse(r#"{"id":7,"result":null}"#).unwrap();
         assert_eq!(r, AppMessage::Response(Response { id: 7, outcome: Ok(Value::Null) }));
-        let r = AppMessage::parse(r#"{"id":1,"error":{"message":"Not authenticated","code":"unauthenticated"}}"#).unwrap();
+        let r =
+            AppMessage::parse(r#"{"id":1,"error":{"message":"Not authenticated","code":"unauthenticated"}}"#).unwrap();
         assert_eq!(r, AppMessage::Response(Response { id: 1, outcome: Err(ErrorBody::unauthenticated()) }));
-        let text = serde_json::to_string(&Response { id: 8, outcome: Err(ErrorBody::new("Unknown method nope")) }).unwrap();
+        let text =
+            serde_json::to_string(&Response { id: 8, outcome: Err(ErrorBody::new("Unknown method nope")) }).unwrap();
         assert_eq!(text, r#"{"id":8,"error":{"message":"Unknown method nope"}}"#);
     }
 

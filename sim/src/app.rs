@@ -110,14 +110,25 @@ impl App {
     pub fn answers_at_once(method: &str) -> bool {
         matches!(
             method,
-            "ping" | "screen" | "find" | "navigate" | "back" | "deepLink" | "requests" | "trace" | "dismissKeyboard" | "debug"
+            "ping"
+                | "screen"
+                | "find"
+                | "navigate"
+                | "back"
+                | "deepLink"
+                | "requests"
+                | "trace"
+                | "dismissKeyboard"
+                | "debug"
         )
     }
 
     fn dispatch(self: &Arc<Self>, method: String, params: Option<Value>) -> BoxFuture<'_, Outcome> {
         Box::pin(async move {
             match method.as_str() {
-                "ping" => to_value(PingResult { pong: true, native: self.model.file.native, commands: self.model.commands() }),
+                "ping" => {
+                    to_value(PingResult { pong: true, native: self.model.file.native, commands: self.model.commands() })
+                }
                 "screen" => to_value(self.screen()),
                 "find" => {
                     let target: Target = parse("find", params)?;
@@ -290,7 +301,12 @@ impl App {
             // A finger cannot reach what lies outside the window: bring it in.
             if let Some(known) = self.find(&target).filter(|e| e.hidden.is_none() && !self.in_window(e)) {
                 let _ = known;
-                let wait = WaitForParams { target: Some(target.clone()), scroll: Some(true), timeout_ms: Some(5000), ..Default::default() };
+                let wait = WaitForParams {
+                    target: Some(target.clone()),
+                    scroll: Some(true),
+                    timeout_ms: Some(5000),
+                    ..Default::default()
+                };
                 self.wait_for(wait).await?;
             }
         }
@@ -301,11 +317,8 @@ impl App {
     /// bubbles up to the nearest one that handles touches.
     fn touch(self: &Arc<Self>, point: Point) {
         let (snap, route) = self.snap();
-        let hit = snap
-            .elements
-            .iter()
-            .rev()
-            .find(|e| e.hidden.is_none() && !e.is_offscreen() && e.frame.contains(point));
+        let hit =
+            snap.elements.iter().rev().find(|e| e.hidden.is_none() && !e.is_offscreen() && e.frame.contains(point));
         let Some(mut element) = hit else { return };
         loop {
             let node = &route.nodes[snap.nodes[element.i]];
@@ -363,7 +376,9 @@ impl App {
         let mut element = None;
         if let Some(target) = &params.target {
             let found = self.find(target);
-            if found.as_ref().is_some_and(|e| e.kind == ElementKind::Input && e.hidden == Some(argus_proto::wire::HiddenReason::Inert)) {
+            if found.as_ref().is_some_and(|e| {
+                e.kind == ElementKind::Input && e.hidden == Some(argus_proto::wire::HiddenReason::Inert)
+            }) {
                 element = found;
             } else {
                 element = self.press_native(target, 50).await?.element;
@@ -516,7 +531,8 @@ impl App {
                 .filter(|e| e.kind == ElementKind::Scroll && e.hidden.is_none())
                 .max_by(|a, b| (a.frame.w * a.frame.h).total_cmp(&(b.frame.w * b.frame.h)))
         });
-        let b = scroller.map(|s| s.frame).unwrap_or(argus_proto::wire::Frame { x: 0.0, y: 0.0, w: window.w, h: window.h });
+        let b =
+            scroller.map(|s| s.frame).unwrap_or(argus_proto::wire::Frame { x: 0.0, y: 0.0, w: window.w, h: window.h });
         let (left, top) = (b.x.max(0.0), b.y.max(0.0));
         let (right, bottom) = ((b.x + b.w).min(window.w), (b.y + b.h).min(window.h));
         let (cx, cy) = ((left + right) / 2.0, (top + bottom) / 2.0);
@@ -696,12 +712,8 @@ impl App {
             let state = self.lock();
             let top = state.stack.last().expect("never empty");
             let route = self.top_route(&state);
-            let mut t: Vec<u64> = route
-                .nodes
-                .iter()
-                .flat_map(|n| [n.spec.appear_after_ms, n.spec.gone_after_ms])
-                .flatten()
-                .collect();
+            let mut t: Vec<u64> =
+                route.nodes.iter().flat_map(|n| [n.spec.appear_after_ms, n.spec.gone_after_ms]).flatten().collect();
             t.sort_unstable();
             t.dedup();
             let _ = top;
@@ -1023,7 +1035,8 @@ pub fn redact(url: &str) -> String {
 
 /// A store value as the trace keeps it: short.
 fn short(key: &str, value: &Value) -> Value {
-    let secret = ["token", "password", "session", "secret", "pin", "otp"].iter().any(|w| key.to_lowercase().contains(w));
+    let secret =
+        ["token", "password", "session", "secret", "pin", "otp"].iter().any(|w| key.to_lowercase().contains(w));
     match value {
         _ if secret && !value.is_null() => Value::String("…".into()),
         Value::Object(map) => Value::String(format!("{{{}}}", map.len())),

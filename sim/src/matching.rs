@@ -46,10 +46,8 @@ fn matchable(element: &Element) -> bool {
 /// nothing matched ("… is not presented (behind-modal)") rather than that
 /// nothing exists.
 pub fn pick_hidden<'a>(elements: &'a [Element], target: &Target) -> Option<&'a Element> {
-    let hidden: Vec<Element> = elements
-        .iter()
-        .map(|e| Element { hidden: e.hidden.map(|_| HiddenReason::Inert), ..e.clone() })
-        .collect();
+    let hidden: Vec<Element> =
+        elements.iter().map(|e| Element { hidden: e.hidden.map(|_| HiddenReason::Inert), ..e.clone() }).collect();
     pick(&hidden, target).map(|e| &elements[e.i])
 }
 
@@ -162,7 +160,8 @@ mod tests {
             el(2, Button, Some("Next"), Some("b"), None),
         ];
         assert_eq!(pick(&screen, &Target::text("next")).map(|e| e.i), Some(2));
-        let mut only_text_exact = vec![el(0, Button, Some("Next step"), None, None), el(1, Text, Some("Next"), None, None)];
+        let mut only_text_exact =
+            vec![el(0, Button, Some("Next step"), None, None), el(1, Text, Some("Next"), None, None)];
         assert_eq!(pick(&only_text_exact, &Target::text("next")).map(|e| e.i), Some(1));
         only_text_exact[1].accessibility_label = Some("Continue".into());
         only_text_exact[1].text = None;

@@ -181,14 +181,27 @@ pub enum Action {
     Hide(String),
     Enable(String),
     Disable(String),
-    SetText { test_id: String, text: String },
-    SetValue { test_id: String, value: String },
+    SetText {
+        test_id: String,
+        text: String,
+    },
+    SetValue {
+        test_id: String,
+        value: String,
+    },
     /// An HTTP request: in flight for `ms`, then finished.
     Request(RequestSpec),
     /// An analytics event (`qa.event`).
-    Event { name: String, #[serde(default)] props: Option<Value> },
+    Event {
+        name: String,
+        #[serde(default)]
+        props: Option<Value>,
+    },
     /// A store observed with `qa.observe` changes.
-    Store { name: String, set: serde_json::Map<String, Value> },
+    Store {
+        name: String,
+        set: serde_json::Map<String, Value>,
+    },
     /// Defer the actions after it by this many milliseconds.
     Wait(u64),
     /// Something threw where nothing caught it.
@@ -201,7 +214,11 @@ pub enum Action {
 #[serde(untagged)]
 pub enum NavigateSpec {
     Name(String),
-    Full { name: String, #[serde(default)] params: Option<Value> },
+    Full {
+        name: String,
+        #[serde(default)]
+        params: Option<Value>,
+    },
 }
 
 impl NavigateSpec {

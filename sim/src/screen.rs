@@ -127,7 +127,8 @@ pub fn snapshot(route: &Route, state: &ScreenState, now: Instant, window: Size) 
         unshifted[index] = frame;
         if let Some(p) = parent {
             let p_spec = &nodes[p].spec;
-            let own_scroll = if p_spec.kind == ElementKind::Scroll { state.scroll.get(&p).copied().unwrap_or(0.0) } else { 0.0 };
+            let own_scroll =
+                if p_spec.kind == ElementKind::Scroll { state.scroll.get(&p).copied().unwrap_or(0.0) } else { 0.0 };
             shift[index] = shift[p] + own_scroll;
             clip[index] = if p_spec.kind == ElementKind::Scroll {
                 out.elements.get(element_of_node[p].unwrap_or(usize::MAX)).map(|e| e.frame)
@@ -308,10 +309,11 @@ mod tests {
 
     #[test]
     fn secure_values_are_masked_and_focus_shows() {
-        let s = shot("initialRoute: A\nroutes: { A: { elements: [ {kind: input, testId: pw, secure: true} ] } }", |st| {
-            st.value.insert(0, "hunter2".into());
-            st.focused = Some(0);
-        });
+        let s =
+            shot("initialRoute: A\nroutes: { A: { elements: [ {kind: input, testId: pw, secure: true} ] } }", |st| {
+                st.value.insert(0, "hunter2".into());
+                st.focused = Some(0);
+            });
         assert_eq!(s.elements[0].value.as_deref(), Some("•••••••"));
         assert_eq!(s.elements[0].focused, Some(true));
     }
@@ -341,7 +343,11 @@ mod tests {
         let t0 = Instant::now();
         let state = ScreenState::new(route, None, t0);
         let texts = |at| {
-            snapshot(route, &state, at, model.file.window).elements.iter().filter_map(|e| e.text.clone()).collect::<Vec<_>>()
+            snapshot(route, &state, at, model.file.window)
+                .elements
+                .iter()
+                .filter_map(|e| e.text.clone())
+                .collect::<Vec<_>>()
         };
         assert_eq!(texts(t0), vec!["Toast"]);
         assert_eq!(texts(t0 + std::time::Duration::from_millis(300)), vec!["Soon"]);

@@ -109,11 +109,17 @@ async fn a_wrong_token_gets_no_hello_and_every_request_is_refused() {
     let mut ws = accept(&listener).await;
     // A request before any auth is refused too.
     send(&mut ws, json!({"id": 1, "method": "screen"})).await;
-    assert_eq!(recv(&mut ws).await, json!({"id": 1, "error": {"message": "Not authenticated", "code": "unauthenticated"}}));
+    assert_eq!(
+        recv(&mut ws).await,
+        json!({"id": 1, "error": {"message": "Not authenticated", "code": "unauthenticated"}})
+    );
     send(&mut ws, json!({"event": "auth", "session": "s", "token": "b"})).await;
     assert!(silent_for(&mut ws, Duration::from_millis(300)).await, "no hello for a wrong token");
     send(&mut ws, json!({"id": 2, "method": "press", "params": {"testId": "login"}})).await;
-    assert_eq!(recv(&mut ws).await, json!({"id": 2, "error": {"message": "Not authenticated", "code": "unauthenticated"}}));
+    assert_eq!(
+        recv(&mut ws).await,
+        json!({"id": 2, "error": {"message": "Not authenticated", "code": "unauthenticated"}})
+    );
     assert_eq!(press_count(&sim.app).await, 0);
 
     send(&mut ws, json!({"event": "auth", "session": "s", "token": "a"})).await;
@@ -189,7 +195,7 @@ async fn navigation_events_follow_the_route() {
     send(&mut ws, json!({"event": "auth", "session": "s1"})).await;
     recv(&mut ws).await;
     send(&mut ws, json!({"id": 1, "method": "navigate", "params": {"name": "Feed"}})).await;
-    let mut got = vec![recv(&mut ws).await, recv(&mut ws).await];
+    let mut got = [recv(&mut ws).await, recv(&mut ws).await];
     got.sort_by_key(|v| v.get("event").is_none());
     assert_eq!(got[0], json!({"event": "navigation", "route": "Feed"}));
     assert_eq!(got[1], json!({"id": 1, "result": {"route": "Feed"}}));

@@ -35,12 +35,7 @@ async fn route(app: &Arc<App>) -> Value {
 }
 
 fn commands_traced(trace: &Value, method: &str) -> usize {
-    trace["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "command" && e["method"] == method)
-        .count()
+    trace["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "command" && e["method"] == method).count()
 }
 
 #[tokio::test(start_paused = true)]
@@ -114,7 +109,10 @@ async fn press_refuses_what_it_cannot_reach() {
     let (message, code) = err(&app, "press", json!({"testId": "nope"})).await;
     assert_eq!(message, r#"No element matches {"testId":"nope"}"#);
     assert_eq!(code, None);
-    assert_eq!(err(&app, "press", json!({"testId": "checkout", "mode": "js"})).await.0, r#"{"testId":"checkout"} is disabled"#);
+    assert_eq!(
+        err(&app, "press", json!({"testId": "checkout", "mode": "js"})).await.0,
+        r#"{"testId":"checkout"} is disabled"#
+    );
     assert_eq!(err(&app, "press", json!({"testId": "pay", "mode": "js"})).await.0, r#"{"testId":"pay"} is covered"#);
 
     // A native touch on a disabled control or under a banner does nothing.
@@ -226,7 +224,8 @@ async fn wait_for_conditions_and_its_timeout_text() {
 
     let (message, _) = err(&app, "waitFor", json!({"route": "Feed", "timeoutMs": 200})).await;
     assert_eq!(message, "Timed out waiting for Feed  (on Home)");
-    let (message, _) = err(&app, "waitFor", json!({"target": {"testId": "title"}, "gone": true, "timeoutMs": 100})).await;
+    let (message, _) =
+        err(&app, "waitFor", json!({"target": {"testId": "title"}, "gone": true, "timeoutMs": 100})).await;
     assert_eq!(message, r#"Timed out waiting for  {"testId":"title"} to disappear (on Home)"#);
     let start = tokio::time::Instant::now();
     err(&app, "waitFor", json!({"target": {"testId": "never"}})).await;
@@ -312,7 +311,8 @@ async fn navigate_back_and_deep_links() {
 
 #[tokio::test(start_paused = true)]
 async fn without_a_navigation_adapter() {
-    let app = App::new(Model::parse("navigation: false\ninitialRoute: A\nroutes: { A: {}, B: {} }\n", "m.yaml").unwrap());
+    let app =
+        App::new(Model::parse("navigation: false\ninitialRoute: A\nroutes: { A: {}, B: {} }\n", "m.yaml").unwrap());
     assert_eq!(err(&app, "navigate", json!({"name": "B"})).await.0, "No navigation adapter configured");
     assert_eq!(err(&app, "back", Value::Null).await.0, "No navigation adapter configured");
     let screen = ok(&app, "screen", Value::Null).await;

@@ -12,8 +12,8 @@ use futures_util::SinkExt;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
 /// After the bad input, a new app attaches and a call goes through, and
 /// closing the driver leaves no task behind.

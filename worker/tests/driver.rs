@@ -102,7 +102,8 @@ async fn without_an_app() {
 
 #[tokio::test]
 async fn resend_after_a_reconnect_is_byte_identical() {
-    let driver = std::sync::Arc::new(driver(DriverConfig { reconnect_grace: Duration::from_millis(1000), ..quick() }).await);
+    let driver =
+        std::sync::Arc::new(driver(DriverConfig { reconnect_grace: Duration::from_millis(1000), ..quick() }).await);
     let (mut first, _) = BareApp::attach(driver.local_addr()).await;
     driver.wait_for_app(WAIT).await.unwrap();
     let call = tokio::spawn({

@@ -1,0 +1,48 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use argus_sim::{Agent, AgentConfig, App, Model};
+use tokio_util::sync::CancellationToken;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The app model (YAML or JSON): screens, elements, what presses do.
+    #[arg(long, value_name = "FILE")]
+    model: PathBuf,
+    /// Where the driver listens, as the app sees it.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// The driver's port.
+    #[arg(long, env = "LYNKEUS_PORT", default_value_t = 8123)]
+    port: u16,
+    /// The app's token; an empty one keeps the agent off.
+    #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The longest wait between dials, in milliseconds.
+    #[arg(long, default_value_t = 1500, value_name = "MS")]
+    reconnect_max_ms: u64,
+}
+
+pub async fn run(args: Args) -> ExitCode {
+    let model = match Model::load(&args.model) {
+        Ok(model) => model,
+        Err(error) => {
+            eprintln!("argus sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let app = App::new(model);
+    let config = AgentConfig {
+        host: args.host,
+        port: args.port,
+        token: args.token,
+        reconnect_max: Duration::from_millis(args.reconnect_max_ms),
+    };
+    let cancel = CancellationToken::new();
+    let agent = tokio::spawn(Agent::new(app, config).run(cancel.clone()));
+    let _ = tokio::signal::ctrl_c().await;
+    cancel.cancel();
+    let _ = agent.await;
+    ExitCode::SUCCESS
+}
