@@ -299,8 +299,7 @@ impl App {
         }
         if self.model.file.native && !matches!(target, Target::Point { .. }) {
             // A finger cannot reach what lies outside the window: bring it in.
-            if let Some(known) = self.find(&target).filter(|e| e.hidden.is_none() && !self.in_window(e)) {
-                let _ = known;
+            if self.find(&target).is_some_and(|e| e.hidden.is_none() && !self.in_window(&e)) {
                 let wait = WaitForParams {
                     target: Some(target.clone()),
                     scroll: Some(true),
@@ -421,7 +420,7 @@ impl App {
     fn typing_field(&self, element: Option<&Element>) -> Option<usize> {
         let (snap, _) = self.snap();
         let node = match element {
-            Some(e) => Some(snap.nodes[e.i]),
+            Some(e) => snap.nodes.get(e.i).copied(),
             None => self.lock().stack.last().and_then(|s| s.focused),
         }?;
         let state = self.lock();
@@ -710,13 +709,11 @@ impl App {
     fn screen_entered(self: &Arc<Self>, generation: u64) {
         let thresholds: Vec<u64> = {
             let state = self.lock();
-            let top = state.stack.last().expect("never empty");
             let route = self.top_route(&state);
             let mut t: Vec<u64> =
                 route.nodes.iter().flat_map(|n| [n.spec.appear_after_ms, n.spec.gone_after_ms]).flatten().collect();
             t.sort_unstable();
             t.dedup();
-            let _ = top;
             t
         };
         if thresholds.is_empty() || tokio::runtime::Handle::try_current().is_err() {

@@ -184,7 +184,7 @@ pub fn snapshot(route: &Route, state: &ScreenState, now: Instant, window: Size) 
     }
 
     // Scroll content heights, for clamping swipes.
-    for (i, &index) in out.nodes.iter().enumerate() {
+    for &index in &out.nodes {
         let spec = &nodes[index].spec;
         if spec.kind != ElementKind::Scroll {
             continue;
@@ -195,7 +195,6 @@ pub fn snapshot(route: &Route, state: &ScreenState, now: Instant, window: Size) 
             .map(|n| unshifted[n].y + unshifted[n].h)
             .fold(top, f64::max);
         out.content.insert(index, spec.content_height.unwrap_or(bottom - top + GAP));
-        let _ = i;
     }
 
     // The last layer mounted presents; what lies outside it is behind it.

@@ -239,8 +239,9 @@ async fn wait_for_with_scroll_brings_the_target_into_the_window() {
     ok(&app, "waitFor", json!({"target": {"text": "Cy's rug"}, "scroll": true})).await;
     let rug = ok(&app, "find", json!({"text": "Cy's rug"})).await;
     assert_eq!(rug.get("offscreen"), None, "{rug}");
-    let trace = ok(&app, "trace", Value::Null).await;
-    let _ = trace;
+    let (message, _) =
+        err(&app, "waitFor", json!({"target": {"text": "Nobody's vase"}, "scroll": true, "timeoutMs": 20000})).await;
+    assert!(message.starts_with("Timed out waiting for"), "{message}");
 }
 
 #[tokio::test(start_paused = true)]
