@@ -1,4 +1,6 @@
 use std::process::ExitCode;
+
+use crate::endpoint::Endpoint;
 use std::time::Duration;
 
 use argus_worker::driver::{Driver, DriverConfig};
@@ -10,20 +12,13 @@ pub struct Args {
     method: String,
     /// Its params, as JSON: '{"testId":"login"}'.
     params: Option<String>,
-    /// The address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
-    host: String,
-    /// The port the app dials.
-    #[arg(long, env = "LYNKEUS_PORT", default_value_t = 8123)]
-    port: u16,
-    /// Must match the app's token.
-    #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    endpoint: Endpoint,
     /// How long the call may take, in seconds.
     #[arg(long, default_value_t = 20.0, value_name = "SECONDS")]
     timeout: f64,
     /// How long to wait for an app to attach, in seconds.
-    #[arg(long, env = "LYNKEUS_ATTACH_TIMEOUT", default_value_t = 15.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
     attach_timeout: f64,
 }
 
@@ -49,7 +44,12 @@ pub async fn run(args: Args) -> ExitCode {
         Ok(t) => t,
         Err(message) => return usage(message),
     };
-    let config = DriverConfig { host: args.host, port: args.port, token: args.token, ..DriverConfig::default() };
+    let config = DriverConfig {
+        host: args.endpoint.host,
+        port: args.endpoint.port,
+        token: args.endpoint.token,
+        ..DriverConfig::default()
+    };
     let driver = match Driver::listen(config).await {
         Ok(driver) => driver,
         Err(error) => return usage(error.to_string()),

@@ -1,6 +1,7 @@
 //! `argus`: one binary, thin; each command lives in its own module.
 
 mod call;
+mod endpoint;
 mod sim;
 mod telemetry;
 

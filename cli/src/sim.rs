@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use crate::endpoint::Endpoint;
 use std::time::Duration;
 
 use argus_sim::{Agent, AgentConfig, App, Model};
@@ -10,15 +12,8 @@ pub struct Args {
     /// The app model (YAML or JSON): screens, elements, what presses do.
     #[arg(long, value_name = "FILE")]
     model: PathBuf,
-    /// Where the driver listens, as the app sees it.
-    #[arg(long, default_value = "127.0.0.1")]
-    host: String,
-    /// The driver's port.
-    #[arg(long, env = "LYNKEUS_PORT", default_value_t = 8123)]
-    port: u16,
-    /// The app's token; an empty one keeps the agent off.
-    #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    #[command(flatten)]
+    endpoint: Endpoint,
     /// The longest wait between dials, in milliseconds.
     #[arg(long, default_value_t = 1500, value_name = "MS")]
     reconnect_max_ms: u64,
@@ -34,9 +29,9 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let app = App::new(model);
     let config = AgentConfig {
-        host: args.host,
-        port: args.port,
-        token: args.token,
+        host: args.endpoint.host,
+        port: args.endpoint.port,
+        token: args.endpoint.token,
         reconnect_max: Duration::from_millis(args.reconnect_max_ms),
     };
     let cancel = CancellationToken::new();
