@@ -1,0 +1,385 @@
+//! The case file (spec §1.1, §1.4): YAML frontmatter between `---` lines,
+//! then a YAML body with `setup` and `steps`. Matrices expand here, before
+//! anything runs, so each combination is its own case.
+//!
+//! Unlike lynkeus, a UTF-8 byte-order mark and CRLF line endings are
+//! accepted: files edited on Windows run unchanged.
+
+use serde_json::{Map, Value};
+
+use crate::error::CaseError;
+use crate::yaml::{self, Node};
+
+/// The largest case file accepted.
+pub const MAX_CASE_BYTES: usize = 1 << 20;
+/// The most cases one matrix may expand to.
+pub const MAX_MATRIX_CASES: usize = 256;
+
+/// One step: `verb: value`, perhaps guarded by `on`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub verb: String,
+    pub value: Value,
+    pub on: Option<String>,
+    /// The line of the file the step stands on.
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The path as given, as errors and `cases.jsonl` name it.
+    pub file: String,
+    /// With a matrix, the base id plus `[k=v,…]`.
+    pub id: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// Frontmatter keys lynkeus does not read.
+    pub meta: Map<String, Value>,
+    pub setup: Vec<Step>,
+    pub steps: Vec<Step>,
+    pub expected: Option<String>,
+}
+
+impl Case {
+    /// Setup first, then steps.
+    pub fn all_steps(&self) -> impl Iterator<Item = &Step> {
+        self.setup.iter().chain(&self.steps)
+    }
+}
+
+/// Parses one case file into its cases: one, or one per matrix combination.
+pub fn parse_case(text: &str, file: &str) -> Result<Vec<Case>, CaseError> {
+    if text.len() > MAX_CASE_BYTES {
+        return Err(CaseError::new(file, None, format!("{} bytes; a case file may have {MAX_CASE_BYTES}", text.len())));
+    }
+    let text = normalise(text);
+    let (front, _) = split(&text, file)?;
+    let frontmatter = parse_yaml(front, file, 2)?;
+    let base_id = match frontmatter.value.get("id") {
+        Some(Value::String(id)) => id.clone(),
+        _ => stem(file),
+    };
+    let matrix = match frontmatter.value.get("matrix") {
+        Some(Value::Object(m)) if !m.is_empty() => Some(m.clone()),
+        _ => None,
+    };
+    let Some(matrix) = matrix else {
+        check_no_matrix_refs(&text, file, &Map::new())?;
+        return Ok(vec![build(&text, file, base_id)?]);
+    };
+    let combinations = combinations(&matrix);
+    if combinations.len() > MAX_MATRIX_CASES {
+        let line = frontmatter.get("matrix").map(|n| n.line);
+        return Err(CaseError::new(
+            file,
+            line,
+            format!("its matrix expands to {} cases; the limit is {MAX_MATRIX_CASES}", combinations.len()),
+        ));
+    }
+    check_no_matrix_refs(&text, file, &matrix)?;
+    combinations
+        .into_iter()
+        .map(|combination| {
+            let substituted = substitute(&text, &combination);
+            let suffix: Vec<String> = combination.iter().map(|(k, v)| format!("{k}={}", js_string(v))).collect();
+            build(&substituted, file, format!("{base_id}[{}]", suffix.join(",")))
+        })
+        .collect()
+}
+
+/// Strips a byte-order mark and turns CRLF (and lone CR) into LF.
+fn normalise(text: &str) -> String {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.contains('\r') { text.replace("\r\n", "\n").replace('\r', "\n") } else { text.to_owned() }
+}
+
+/// `---\n<frontmatter>\n---\n<body>`.
+fn split<'a>(text: &'a str, file: &str) -> Result<(&'a str, &'a str), CaseError> {
+    let no_frontmatter = || CaseError::new(file, Some(1), "no frontmatter (a case starts with --- and its id)");
+    let rest = text.strip_prefix("---\n").ok_or_else(no_frontmatter)?;
+    // The frontmatter ends at the first line that is exactly `---`.
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line == "---\n" || (line == "---" && offset + line.len() == rest.len()) {
+            let front = rest[..offset].strip_suffix('\n').unwrap_or(&rest[..offset]);
+            return Ok((front, &rest[offset + line.len()..]));
+        }
+        offset += line.len();
+    }
+    Err(no_frontmatter())
+}
+
+/// Parses a part of the file that starts on `first_line`; lines in the
+/// result and in errors are the file's.
+fn parse_yaml(text: &str, file: &str, first_line: usize) -> Result<Node, CaseError> {
+    let mut node = yaml::parse(text).map_err(|e| CaseError::new(file, Some(e.line + first_line - 1), e.message))?;
+    node.shift_lines(first_line - 1);
+    Ok(node)
+}
+
+fn stem(file: &str) -> String {
+    let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    name.strip_suffix(".md").unwrap_or(name).to_owned()
+}
+
+fn build(text: &str, file: &str, id: String) -> Result<Case, CaseError> {
+    let (front, body) = split(text, file)?;
+    let frontmatter = parse_yaml(front, file, 2)?;
+    let body_line = front.lines().count() + 3;
+    let body = parse_yaml(body, file, body_line)?;
+    let mut meta = match &frontmatter.value {
+        Value::Object(map) => map.clone(),
+        Value::Null => Map::new(),
+        other => return Err(CaseError::new(file, Some(2), format!("the frontmatter must be a mapping, not {other}"))),
+    };
+    let text_field = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+    let (title, description) = (text_field("title"), text_field("description"));
+    for key in ["id", "title", "description", "matrix"] {
+        meta.remove(key);
+    }
+    if !matches!(body.value, Value::Object(_) | Value::Null) {
+        return Err(CaseError::new(file, Some(body.line), "the body must be a mapping with setup and steps"));
+    }
+    let list = |key: &str| -> Result<Vec<Step>, CaseError> {
+        match body.get(key) {
+            None => Ok(Vec::new()),
+            Some(node) if node.value.is_null() => Ok(Vec::new()),
+            Some(node) if node.value.is_array() => steps_of(node, key, file),
+            Some(node) => Err(CaseError::new(file, Some(node.line), format!("{key} is not a list"))),
+        }
+    };
+    Ok(Case {
+        file: file.to_owned(),
+        id,
+        title,
+        description,
+        meta,
+        setup: list("setup")?,
+        steps: list("steps")?,
+        expected: body.value.get("expected").and_then(Value::as_str).map(|s| s.trim().to_owned()),
+    })
+}
+
+fn steps_of(list: &Node, key: &str, file: &str) -> Result<Vec<Step>, CaseError> {
+    let mut steps = Vec::new();
+    for (index, item) in list.children.iter().enumerate() {
+        flatten(item, &format!("{key}[{index}]"), None, file, &mut steps)?;
+    }
+    Ok(steps)
+}
+
+fn flatten(item: &Node, place: &str, on: Option<&str>, file: &str, out: &mut Vec<Step>) -> Result<(), CaseError> {
+    let line = item.line;
+    let one_step =
+        || CaseError::new(file, Some(line), format!("{place} must be one step, as `verb: value`, not {}", item.value));
+    match &item.value {
+        Value::String(verb) => {
+            out.push(Step { verb: verb.clone(), value: Value::Null, on: on.map(str::to_owned), line });
+            Ok(())
+        }
+        Value::Object(map) if map.contains_key("do") => {
+            let Some(Value::String(guard)) = map.get("on") else {
+                return Err(CaseError::new(file, Some(line), format!("{place} has `do` without `on`")));
+            };
+            let inner = item.get("do").expect("checked above");
+            match &inner.value {
+                Value::Array(_) => {
+                    for (i, child) in inner.children.iter().enumerate() {
+                        flatten(child, &format!("{place}.do[{i}]"), Some(guard), file, out)?;
+                    }
+                    Ok(())
+                }
+                _ => flatten(inner, &format!("{place}.do"), Some(guard), file, out),
+            }
+        }
+        Value::Object(map) if map.len() == 1 => {
+            let (verb, value) = map.iter().next().expect("one entry");
+            out.push(Step { verb: verb.clone(), value: value.clone(), on: on.map(str::to_owned), line });
+            Ok(())
+        }
+        _ => Err(one_step()),
+    }
+}
+
+/// Every combination, first key varying slowest; a scalar counts as a
+/// one-element list.
+fn combinations(matrix: &Map<String, Value>) -> Vec<Vec<(String, Value)>> {
+    let mut out: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+    for (key, values) in matrix {
+        let values = match values {
+            Value::Array(items) => items.clone(),
+            single => vec![single.clone()],
+        };
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                values.iter().map(move |v| {
+                    let mut next = prefix.clone();
+                    next.push((key.clone(), v.clone()));
+                    next
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// `String(value)` as JavaScript writes it.
+pub(crate) fn js_string(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "null".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+fn matrix_refs(text: &str) -> Vec<(usize, usize, String)> {
+    // `{{ matrix.key }}`: (start, end, key)
+    let mut refs = Vec::new();
+    let mut from = 0;
+    while let Some(start) = text[from..].find("{{").map(|i| i + from) {
+        let Some(end) = text[start..].find("}}").map(|i| i + start + 2) else { break };
+        let inner = text[start + 2..end - 2].trim();
+        if let Some(key) = inner.strip_prefix("matrix.")
+            && !key.is_empty()
+            && key.chars().all(|c| c.is_alphanumeric() || c == '_')
+        {
+            refs.push((start, end, key.to_owned()));
+        }
+        from = start + 2;
+    }
+    refs
+}
+
+fn check_no_matrix_refs(text: &str, file: &str, matrix: &Map<String, Value>) -> Result<(), CaseError> {
+    for (start, _, key) in matrix_refs(text) {
+        if !matrix.contains_key(&key) {
+            let line = text[..start].matches('\n').count() + 1;
+            return Err(CaseError::new(file, Some(line), format!("{{{{matrix.{key}}}}} is not in its matrix")));
+        }
+    }
+    Ok(())
+}
+
+fn substitute(text: &str, combination: &[(String, Value)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, end, key) in matrix_refs(text) {
+        if let Some((_, value)) = combination.iter().find(|(k, _)| *k == key) {
+            out.push_str(&text[last..start]);
+            out.push_str(&js_string(value));
+            last = end;
+        }
+    }
+    out.push_str(&text[last..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const GIFT: &str = "---\nid: gift\ntitle: \"A gift shows up\"\n---\nsetup:\n  - create_user: { as: u, name: \"Ana\" }\nsteps:\n  - app.press: \"#open\"\n  - app.back\n  - assert: { user: u, path: score, equals: 25 }\nexpected: |\n  The score is 25.\n";
+
+    #[test]
+    fn the_format_parse_vector() {
+        let cases = parse_case(GIFT, "cases/gift.md").unwrap();
+        let case = &cases[0];
+        assert_eq!(case.id, "gift");
+        assert_eq!(case.title.as_deref(), Some("A gift shows up"));
+        assert_eq!(case.setup[0].verb, "create_user");
+        assert_eq!(case.setup[0].value, json!({"as": "u", "name": "Ana"}));
+        assert_eq!(case.setup[0].line, 6);
+        let verbs: Vec<&str> = case.steps.iter().map(|s| s.verb.as_str()).collect();
+        assert_eq!(verbs, ["app.press", "app.back", "assert"]);
+        assert_eq!(case.steps[1].value, Value::Null);
+        assert_eq!(case.steps[2].line, 10);
+        assert_eq!(case.expected.as_deref(), Some("The score is 25."));
+    }
+
+    #[test]
+    fn crlf_and_a_byte_order_mark_are_accepted() {
+        let windows = format!("\u{feff}{}", GIFT.replace('\n', "\r\n"));
+        assert_eq!(parse_case(&windows, "cases/gift.md").unwrap(), parse_case(GIFT, "cases/gift.md").unwrap());
+    }
+
+    #[test]
+    fn the_id_defaults_to_the_file_name() {
+        let cases = parse_case("---\ntitle: t\n---\nsteps: []\n", "cases/checkout.md").unwrap();
+        assert_eq!(cases[0].id, "checkout");
+        assert!(cases[0].steps.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_what_is_wrong() {
+        let err = |text: &str| parse_case(text, "x.md").unwrap_err().to_string();
+        assert_eq!(err("steps: []"), "x.md:1: no frontmatter (a case starts with --- and its id)");
+        assert_eq!(err("---\nid: x\nsteps: []\n"), "x.md:1: no frontmatter (a case starts with --- and its id)");
+        assert_eq!(
+            err("---\nid: x\n---\nsteps:\n  - { a: 1, b: 2 }\n"),
+            r#"x.md:5: steps[0] must be one step, as `verb: value`, not {"a":1,"b":2}"#
+        );
+        assert_eq!(
+            err("---\nid: x\n---\nsteps:\n  - app.back\n  - do: app.back\n"),
+            "x.md:6: steps[1] has `do` without `on`"
+        );
+        assert_eq!(err("---\nid: x\n---\nsetup: nope\n"), "x.md:4: setup is not a list");
+        assert_eq!(
+            err("---\nid: x\n---\nsteps:\n  - 12\n"),
+            "x.md:5: steps[0] must be one step, as `verb: value`, not 12"
+        );
+        assert!(err("---\nid: x\n---\nsteps: [\n").starts_with("x.md:"), "{}", err("---\nid: x\n---\nsteps: [\n"));
+    }
+
+    #[test]
+    fn guarded_blocks_flatten_with_their_guard() {
+        let text = "---\nid: t\n---\nsteps:\n  - on: device\n    do:\n      - app.press: \"#nowhere\"\n  - on: headless\n    do: { app.press: \"#refresh\" }\n  - app.see: { text: \"25 points\" }\n";
+        let case = &parse_case(text, "t.md").unwrap()[0];
+        let on: Vec<Option<&str>> = case.steps.iter().map(|s| s.on.as_deref()).collect();
+        assert_eq!(on, [Some("device"), Some("headless"), None]);
+        assert_eq!(case.steps[0].line, 7);
+    }
+
+    #[test]
+    fn matrices_expand_first_key_slowest() {
+        let text = "---\nid: m\nmatrix: { locale: [en, fr], login: [phone] }\n---\nsteps:\n  - create_user: { locale: \"{{matrix.locale}}\" }\n";
+        let cases = parse_case(text, "m.md").unwrap();
+        let ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["m[locale=en,login=phone]", "m[locale=fr,login=phone]"]);
+        assert!(cases[1].setup.is_empty());
+        assert_eq!(cases[1].steps[0].value, json!({"locale": "fr"}));
+
+        let two_by_two = "---\nid: m\nmatrix: { locale: [en, fr], login: [phone, email] }\n---\nsteps: []\n";
+        let ids: Vec<String> = parse_case(two_by_two, "m.md").unwrap().into_iter().map(|c| c.id).collect();
+        assert_eq!(
+            ids,
+            [
+                "m[locale=en,login=phone]",
+                "m[locale=en,login=email]",
+                "m[locale=fr,login=phone]",
+                "m[locale=fr,login=email]"
+            ]
+        );
+    }
+
+    #[test]
+    fn matrix_errors() {
+        let err =
+            parse_case("---\nid: m\nmatrix: { a: [1] }\n---\nsteps:\n  - x: \"{{matrix.b}}\"\n", "m.md").unwrap_err();
+        assert_eq!(err.to_string(), "m.md:6: {{matrix.b}} is not in its matrix");
+        let err = parse_case("---\nid: m\n---\nsteps:\n  - x: \"{{matrix.b}}\"\n", "m.md").unwrap_err();
+        assert_eq!(err.to_string(), "m.md:5: {{matrix.b}} is not in its matrix");
+        let values: Vec<String> = (0..20).map(|n| n.to_string()).collect();
+        let big =
+            format!("---\nid: m\nmatrix:\n  a: [{}]\n  b: [{}]\n---\nsteps: []\n", values.join(","), values.join(","));
+        let err = parse_case(&big, "m.md").unwrap_err();
+        assert_eq!(err.to_string(), "m.md:4: its matrix expands to 400 cases; the limit is 256");
+    }
+
+    #[test]
+    fn oversized_files_are_refused() {
+        let text = format!("---\nid: big\n---\n#{}\n", "x".repeat(MAX_CASE_BYTES));
+        assert!(parse_case(&text, "big.md").unwrap_err().to_string().starts_with("big.md: "));
+    }
+}

@@ -1,0 +1,9 @@
+//! lynkeus case files: parse and check them, expand matrices, and turn
+//! targets, labels and interpolations into what the runner sends.
+
+pub mod error;
+pub mod format;
+pub mod yaml;
+
+pub use error::CaseError;
+pub use format::{Case, Step, parse_case};
