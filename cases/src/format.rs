@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::CaseError;
+use crate::values::js_string;
 use crate::yaml::{self, Node};
 
 /// The largest case file accepted.
@@ -222,15 +223,6 @@ fn combinations(matrix: &Map<String, Value>) -> Vec<Vec<(String, Value)>> {
             .collect();
     }
     out
-}
-
-/// `String(value)` as JavaScript writes it.
-pub(crate) fn js_string(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "null".to_owned(),
-        other => other.to_string(),
-    }
 }
 
 fn matrix_refs(text: &str) -> Vec<(usize, usize, String)> {

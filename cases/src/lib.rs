@@ -3,6 +3,8 @@
 
 pub mod error;
 pub mod format;
+pub mod targets;
+pub mod values;
 pub mod yaml;
 
 pub use error::CaseError;
