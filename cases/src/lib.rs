@@ -1,11 +1,14 @@
 //! lynkeus case files: parse and check them, expand matrices, and turn
 //! targets, labels and interpolations into what the runner sends.
 
+pub mod config;
 pub mod error;
 pub mod format;
+pub mod suite;
 pub mod targets;
 pub mod values;
 pub mod yaml;
 
+pub use config::CasesConfig;
 pub use error::CaseError;
 pub use format::{Case, Step, parse_case};

@@ -1,6 +1,7 @@
 //! `argus`: one binary, thin; each command lives in its own module.
 
 mod call;
+mod cases;
 mod endpoint;
 mod sim;
 mod telemetry;
@@ -22,6 +23,9 @@ enum Command {
     Sim(sim::Args),
     /// Start a driver, wait for an app, make one call and print its result.
     Call(call::Args),
+    /// Check and run lynkeus case files.
+    #[command(subcommand)]
+    Cases(cases::Command),
 }
 
 /// Exit codes: 0 done, 1 the app answered an error, 2 usage or setup.
@@ -36,6 +40,10 @@ async fn main() -> ExitCode {
         Command::Call(args) => {
             telemetry::init("warn");
             call::run(args).await
+        }
+        Command::Cases(command) => {
+            telemetry::init("warn");
+            cases::run(command).await
         }
     }
 }

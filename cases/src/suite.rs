@@ -1,0 +1,221 @@
+//! A suite: every case file named or found, parsed and checked together.
+//! One bad file refuses the whole suite, with every problem listed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::CasesConfig;
+use crate::error::CaseError;
+use crate::format::{Case, parse_case};
+
+/// The most cases one suite may hold.
+pub const MAX_SUITE_CASES: usize = 10_000;
+
+/// The `app.*` verbs the runner knows, beyond the project's macros.
+pub const APP_VERBS: [&str; 22] = [
+    "press",
+    "type",
+    "swipe",
+    "see",
+    "requests",
+    "wait",
+    "nav",
+    "call",
+    "run",
+    "events",
+    "event",
+    "back",
+    "deeplink",
+    "idle",
+    "reset",
+    "screenshot",
+    "mock",
+    "clock",
+    "appstate",
+    "network",
+    "biometrics",
+    "launch",
+];
+
+/// Files lynkeus never takes for cases.
+fn is_case_file(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    let upper = name.to_ascii_uppercase();
+    name.ends_with(".md")
+        && !name.starts_with('.')
+        && !matches!(upper.as_str(), "README.MD" | "FORMAT.MD" | "CATALOG.MD")
+}
+
+/// How a path is shown: relative to `cwd` when it lies under it.
+fn shown(path: &Path, cwd: &Path) -> String {
+    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+}
+
+/// The case files `paths` name (a directory stands for its `*.md` files,
+/// sorted by name); with no paths, the configured cases directory.
+pub fn discover(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<PathBuf>, Vec<CaseError>> {
+    let roots: Vec<PathBuf> =
+        if paths.is_empty() { vec![config.dir.clone()] } else { paths.iter().map(|p| cwd.join(p)).collect() };
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for root in roots {
+        if root.is_dir() {
+            let mut found: Vec<PathBuf> = match std::fs::read_dir(&root) {
+                Ok(entries) => entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file() && is_case_file(p))
+                    .collect(),
+                Err(e) => {
+                    errors.push(CaseError::new(shown(&root, cwd), None, e.to_string()));
+                    continue;
+                }
+            };
+            found.sort();
+            files.extend(found);
+        } else if root.is_file() {
+            files.push(root);
+        } else {
+            errors.push(CaseError::new(shown(&root, cwd), None, "no such file or directory"));
+        }
+    }
+    if errors.is_empty() && files.is_empty() {
+        errors.push(CaseError::new(shown(&config.dir, cwd), None, "no case files (*.md) here"));
+    }
+    if errors.is_empty() { Ok(files) } else { Err(errors) }
+}
+
+/// Parses and checks every file; all problems, or every case in order.
+pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<Case>, Vec<CaseError>> {
+    let files = discover(paths, config, cwd)?;
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    for path in &files {
+        let file = shown(path, cwd);
+        let text = match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(e) => {
+                    errors.push(CaseError::new(&file, None, format!("not UTF-8: {e}")));
+                    continue;
+                }
+            },
+            Err(e) => {
+                errors.push(CaseError::new(&file, None, e.to_string()));
+                continue;
+            }
+        };
+        match parse_case(&text, &file) {
+            Ok(parsed) => cases.extend(parsed),
+            Err(e) => errors.push(e),
+        }
+    }
+    for case in &cases {
+        check(case, config, &mut errors);
+    }
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for case in &cases {
+        if let Some(first) = seen.insert(&case.id, &case.file) {
+            errors.push(CaseError::new(
+                &case.file,
+                None,
+                format!("case id {:?} is also the id of a case in {first}", case.id),
+            ));
+        }
+    }
+    if cases.len() > MAX_SUITE_CASES {
+        errors.push(CaseError::new(
+            shown(&config.dir, cwd),
+            None,
+            format!("{} cases; a suite may have {MAX_SUITE_CASES}", cases.len()),
+        ));
+    }
+    if errors.is_empty() { Ok(cases) } else { Err(errors) }
+}
+
+fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
+    for step in case.all_steps() {
+        if let Some(command) = step.verb.strip_prefix("app.")
+            && !APP_VERBS.contains(&command)
+            && !config.macros.contains_key(&step.verb)
+        {
+            errors.push(CaseError::new(
+                &case.file,
+                Some(step.line),
+                format!(
+                    "{} is not a step: lynkeus has no command {command}, and the project declares no macro for it",
+                    step.verb
+                ),
+            ));
+        }
+        if let Some(on) = &step.on {
+            let test = on.strip_prefix('!').unwrap_or(on);
+            if test.is_empty() || test == "has:" {
+                errors.push(CaseError::new(&case.file, Some(step.line), format!("`on: {on}` names nothing to test")));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(files: &[(&str, &str)]) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("argus-suite-{}-{}", std::process::id(), rand::random::<u32>()));
+        for (name, text) in files {
+            let path = root.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn discovery_sorts_and_skips_docs_and_dotfiles() {
+        let root = project(&[
+            ("cases/b.md", "---\nid: b\n---\nsteps: []\n"),
+            ("cases/a.md", "---\nid: a\n---\nsteps: []\n"),
+            ("cases/README.md", "# docs"),
+            ("cases/format.md", "# docs"),
+            ("cases/.draft.md", "nope"),
+            ("cases/notes.txt", "nope"),
+        ]);
+        let config = CasesConfig::defaults(&root);
+        let cases = load(&[], &config, &root).unwrap();
+        let ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(cases[0].file, "cases/a.md");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn one_bad_file_refuses_the_suite_with_every_problem() {
+        let root = project(&[
+            ("cases/good.md", "---\nid: good\n---\nsteps:\n  - app.back\n"),
+            ("cases/bad.md", "steps: []\n"),
+            ("cases/teleport.md", "---\nid: t\n---\nsteps:\n  - app.teleport: somewhere\n"),
+            ("cases/twin.md", "---\nid: good\n---\nsteps: []\n"),
+        ]);
+        let errors = load(&[], &CasesConfig::defaults(&root), &root).unwrap_err();
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            [
+                "cases/bad.md:1: no frontmatter (a case starts with --- and its id)",
+                "cases/teleport.md:5: app.teleport is not a step: lynkeus has no command teleport, and the project declares no macro for it",
+                "cases/twin.md: case id \"good\" is also the id of a case in cases/good.md",
+            ]
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn missing_paths_and_empty_dirs_are_named() {
+        let root = project(&[("cases/.keep", "")]);
+        let errors = load(&[PathBuf::from("nowhere")], &CasesConfig::defaults(&root), &root).unwrap_err();
+        assert_eq!(errors[0].to_string(), "nowhere: no such file or directory");
+        let errors = load(&[], &CasesConfig::defaults(&root), &root).unwrap_err();
+        assert_eq!(errors[0].to_string(), "cases: no case files (*.md) here");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
