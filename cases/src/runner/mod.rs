@@ -1,0 +1,332 @@
+//! Running one attempt of one case against anything that makes protocol
+//! calls (spec §1.6–§1.12): each step becomes the calls lynkeus makes, with
+//! its timeouts; the first failure stops the case and the rest are skipped;
+//! `Unknown method` makes the step and the case unsupported; a failure leaves
+//! evidence.
+
+mod app;
+mod evidence;
+mod fixtures;
+mod project;
+mod see;
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use argus_proto::run::{CaseResult, EventOrigin, RunCase, RunEvent, RunStep, Section, StepStatus};
+use argus_proto::wire::Hello;
+use serde_json::{Map, Value};
+
+use crate::config::CasesConfig;
+use crate::format::{Case, Step};
+use crate::values::{self, label};
+
+pub use evidence::describe_screen;
+pub use fixtures::{Fixtures, FixturesError};
+pub use project::{missing_fixtures, runs_here};
+
+/// The default transport timeout of a call, as lynkeus' driver has it.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(20_000);
+
+/// An error a device answered, or a failure to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallFailure {
+    pub message: String,
+    pub code: Option<String>,
+}
+
+impl CallFailure {
+    /// `Unknown method <name>`: the name, when the app has no such method.
+    pub fn unknown_method(&self) -> Option<&str> {
+        let rest = self.message.split("Unknown method ").nth(1)?;
+        rest.split_whitespace().next()
+    }
+}
+
+/// What the runner needs of a device: its `hello` and protocol calls. The
+/// driver implements it; so can anything else that speaks lynkeus.
+pub trait Device: Send + Sync {
+    fn hello(&self) -> Option<Arc<Hello>>;
+    fn call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Value, CallFailure>> + Send;
+}
+
+/// What a run shares between its cases.
+pub struct RunContext {
+    pub config: CasesConfig,
+    /// Started once per run, when a case first needs it.
+    pub fixtures: Option<Fixtures>,
+    /// Gather the app's analytics events into each step (`--out` turns it on).
+    pub collect_events: bool,
+    /// Keep running steps after a failure (a failed setup step still stops).
+    pub keep_going: bool,
+}
+
+/// Why a step did not pass.
+#[derive(Debug, Clone, PartialEq)]
+enum StepError {
+    Failed(String),
+    /// The host has no such method.
+    Unsupported(String),
+}
+
+impl From<CallFailure> for StepError {
+    fn from(failure: CallFailure) -> Self {
+        match failure.unknown_method() {
+            Some(name) => StepError::Unsupported(name.to_owned()),
+            None => StepError::Failed(failure.message),
+        }
+    }
+}
+
+impl From<String> for StepError {
+    fn from(message: String) -> Self {
+        StepError::Failed(message)
+    }
+}
+
+/// How a step ended when it did not fail.
+enum Done {
+    Passed,
+    Skipped,
+}
+
+type StepResult = Result<Done, StepError>;
+
+/// The state of one attempt.
+struct Attempt<'a, D: Device> {
+    device: &'a D,
+    run: &'a RunContext,
+    /// Aliases kept with `as:`.
+    scope: HashMap<String, Value>,
+    /// The newest value of each refs field any fixture answered.
+    latest: Map<String, Value>,
+    /// The trace sequence number requests are checked from.
+    mark: Option<u64>,
+    /// How many of the app's analytics events were seen before this step.
+    events_seen: Option<usize>,
+    /// `inspect` answers, kept until a step that can change state runs.
+    inspect_cache: HashMap<String, Value>,
+    /// The verbs that have run, for macro conditions.
+    ran: HashSet<String>,
+    /// The element the failing step was about, for evidence.
+    last_target: Option<argus_proto::wire::Target>,
+    /// Events collected mid-step (`app.events` clears the app's buffer).
+    carried_events: Vec<RunEvent>,
+}
+
+/// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
+pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: &RunContext) -> RunCase {
+    let started_at = iso_now();
+    let started = Instant::now();
+    let mut state = Attempt {
+        device,
+        run,
+        scope: HashMap::new(),
+        latest: Map::new(),
+        mark: None,
+        events_seen: None,
+        inspect_cache: HashMap::new(),
+        ran: HashSet::new(),
+        last_target: None,
+        carried_events: Vec::new(),
+    };
+    let hello = device.hello();
+    if run.collect_events && hello.as_ref().is_some_and(|h| h.has_command("events")) {
+        state.events_seen = state.event_count().await;
+    }
+    let steps: Vec<(&Step, Section)> =
+        case.setup.iter().map(|s| (s, Section::Setup)).chain(case.steps.iter().map(|s| (s, Section::Steps))).collect();
+    let mut records = Vec::with_capacity(steps.len());
+    let mut stopped = false;
+    let mut result = CaseResult::Passed;
+    for (step, section) in steps {
+        let label = label(step);
+        if stopped {
+            records.push(record(label, StepStatus::Skipped, 0, None, section, None));
+            continue;
+        }
+        let step_started = Instant::now();
+        state.last_target = None;
+        let outcome = if project::runs_here(step.on.as_deref(), hello.as_deref()) {
+            state.step(step).await
+        } else {
+            Ok(Done::Skipped)
+        };
+        let ms = step_started.elapsed().as_millis() as u64;
+        let events = if step.verb.starts_with("app.") { state.take_events().await } else { None };
+        let (status, error) = match outcome {
+            Ok(Done::Passed) => (StepStatus::Passed, None),
+            Ok(Done::Skipped) => (StepStatus::Skipped, None),
+            Err(StepError::Failed(message)) => {
+                result = CaseResult::Failed;
+                stopped = !run.keep_going || section == Section::Setup;
+                (StepStatus::Failed, Some(message))
+            }
+            Err(StepError::Unsupported(name)) => {
+                if result != CaseResult::Failed {
+                    result = CaseResult::Unsupported;
+                }
+                stopped = true;
+                (StepStatus::Unsupported, Some(format!("this host has no {name}")))
+            }
+        };
+        state.ran.insert(step.verb.clone());
+        records.push(record(label, status, ms, error, section, events));
+    }
+    let evidence = if result == CaseResult::Failed { Some(state.evidence().await) } else { None };
+    RunCase {
+        id: case.id.clone(),
+        title: case.title.clone(),
+        description: case.description.clone(),
+        file: case.file.clone(),
+        attempt,
+        result,
+        started_at,
+        ms: started.elapsed().as_millis() as u64,
+        steps: records,
+        evidence,
+        video: None,
+        extra: Map::new(),
+    }
+}
+
+fn record(
+    step: String,
+    status: StepStatus,
+    ms: u64,
+    error: Option<String>,
+    section: Section,
+    events: Option<Vec<RunEvent>>,
+) -> RunStep {
+    RunStep {
+        step,
+        status,
+        ms,
+        error,
+        section: Some(section),
+        events: events.filter(|e| !e.is_empty()),
+        screenshot: None,
+        video_s: None,
+        extra: Map::new(),
+    }
+}
+
+impl<D: Device> Attempt<'_, D> {
+    async fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, CallFailure> {
+        self.device.call(method, params, timeout).await
+    }
+
+    /// One step, its value interpolated first.
+    async fn step(&mut self, step: &Step) -> StepResult {
+        let value = values::interpolate(&step.value, &self.scope)?;
+        if !matches!(step.verb.as_str(), "assert" | "app.see" | "app.wait") {
+            self.inspect_cache.clear();
+        }
+        if let Some(command) = step.verb.strip_prefix("app.")
+            && !self.run.config.macros.contains_key(&step.verb)
+        {
+            if self.mark.is_none() {
+                self.mark = Some(self.trace_last().await?);
+            }
+            return self.app(command, &value).await;
+        }
+        if let Some(body) = self.run.config.macros.get(&step.verb).cloned() {
+            return self.macro_step(&step.verb, &body, value).await;
+        }
+        match step.verb.as_str() {
+            "exec" => self.exec(&value).await,
+            "assert" => self.assert(&value).await,
+            verb => self.fixture(verb, &value).await,
+        }
+    }
+
+    async fn trace_last(&self) -> Result<u64, StepError> {
+        let trace = self.call("trace", None, CALL_TIMEOUT).await?;
+        Ok(trace.get("last").and_then(Value::as_u64).unwrap_or(0))
+    }
+
+    async fn event_count(&self) -> Option<usize> {
+        let events = self.call("events", None, CALL_TIMEOUT).await.ok()?;
+        events.as_array().map(Vec::len)
+    }
+
+    /// The app's analytics events since the last look, for the step that
+    /// just ran.
+    async fn take_events(&mut self) -> Option<Vec<RunEvent>> {
+        let carried = std::mem::take(&mut self.carried_events);
+        let fresh = self.fresh_events().await;
+        match (carried.is_empty(), fresh) {
+            (true, fresh) => fresh,
+            (false, Some(fresh)) => Some(carried.into_iter().chain(fresh).collect()),
+            (false, None) => Some(carried),
+        }
+    }
+
+    async fn fresh_events(&mut self) -> Option<Vec<RunEvent>> {
+        let seen = self.events_seen?;
+        let events = self.call("events", None, CALL_TIMEOUT).await.ok()?;
+        let events = events.as_array()?.clone();
+        self.events_seen = Some(events.len());
+        let fresh = events.get(seen..)?.to_vec();
+        if fresh.is_empty() {
+            return Some(Vec::new());
+        }
+        let route = self.call("screen", None, CALL_TIMEOUT).await.ok().and_then(|s| s.get("route").cloned());
+        Some(
+            fresh
+                .into_iter()
+                .filter_map(|event| {
+                    let name = event.get("name")?.as_str()?.to_owned();
+                    let props = event.get("props").and_then(Value::as_object).cloned();
+                    let route = event.get("route").or(route.as_ref()).and_then(Value::as_str).map(str::to_owned);
+                    Some(RunEvent {
+                        origin: EventOrigin::App,
+                        name,
+                        props,
+                        provider: None,
+                        route,
+                        at: None,
+                        request_id: None,
+                        extra: Map::new(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Now, as lynkeus writes times: ISO 8601 with milliseconds and `Z`.
+pub fn iso_now() -> String {
+    iso(jiff::Timestamp::now())
+}
+
+pub fn iso(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_times_with_milliseconds() {
+        let at = jiff::Timestamp::from_millisecond(1_767_322_801_000).unwrap();
+        assert_eq!(iso(at), "2026-01-02T03:00:01.000Z");
+        let at = jiff::Timestamp::from_millisecond(951_782_400_123).unwrap();
+        assert_eq!(iso(at), "2000-02-29T00:00:00.123Z");
+    }
+
+    #[test]
+    fn unknown_method_names_the_method() {
+        let failure = CallFailure { message: "Unknown method stores".into(), code: None };
+        assert_eq!(failure.unknown_method(), Some("stores"));
+        assert_eq!(CallFailure { message: "No element matches".into(), code: None }.unknown_method(), None);
+    }
+}
