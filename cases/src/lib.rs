@@ -4,6 +4,7 @@
 pub mod config;
 pub mod error;
 pub mod format;
+pub mod report;
 pub mod runner;
 pub mod suite;
 pub mod targets;

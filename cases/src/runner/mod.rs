@@ -304,11 +304,11 @@ impl<D: Device> Attempt<'_, D> {
 
 /// Now, as lynkeus writes times: ISO 8601 with milliseconds and `Z`.
 pub fn iso_now() -> String {
-    iso(jiff::Timestamp::now())
+    iso(chrono::Utc::now())
 }
 
-pub fn iso(at: jiff::Timestamp) -> String {
-    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+pub fn iso(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 #[cfg(test)]
@@ -317,9 +317,9 @@ mod tests {
 
     #[test]
     fn iso_times_with_milliseconds() {
-        let at = jiff::Timestamp::from_millisecond(1_767_322_801_000).unwrap();
+        let at = chrono::DateTime::from_timestamp_millis(1_767_322_801_000).unwrap();
         assert_eq!(iso(at), "2026-01-02T03:00:01.000Z");
-        let at = jiff::Timestamp::from_millisecond(951_782_400_123).unwrap();
+        let at = chrono::DateTime::from_timestamp_millis(951_782_400_123).unwrap();
         assert_eq!(iso(at), "2000-02-29T00:00:00.123Z");
     }
 
