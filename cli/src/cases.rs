@@ -2,15 +2,50 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use argus_cases::report::{RunDir, junit};
+use argus_cases::runner::{Fixtures, RunContext, iso_now, missing_fixtures, run_suite};
 use argus_cases::values::label;
 use argus_cases::{CaseError, CasesConfig, suite};
+use argus_proto::run::{CaseResult, RunCase, StepStatus};
+use argus_worker::driver::{Driver, DriverConfig};
 use serde_json::json;
+
+use crate::endpoint::Endpoint;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Parse and check a suite; list the case ids it expands to.
     Check(CheckArgs),
+    /// Run a suite on one device through one driver.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Case files or directories (default: the configured cases directory).
+    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    endpoint: Endpoint,
+    /// Run each case once: no retry of a failed case.
+    #[arg(long, conflicts_with = "retries")]
+    once: bool,
+    /// How many times a failed case runs again.
+    #[arg(long, default_value_t = 1)]
+    retries: u32,
+    /// Keep running a case's steps after one fails (a failed setup step still stops it).
+    #[arg(long = "continue")]
+    keep_going: bool,
+    /// Write the lynkeus run directory (run.json, cases.jsonl) here.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// How long to wait for the app to attach, in seconds.
+    #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
+    attach_timeout: f64,
 }
 
 #[derive(clap::Args)]
@@ -25,6 +60,7 @@ pub struct CheckArgs {
 pub async fn run(command: Command) -> ExitCode {
     match command {
         Command::Check(args) => check(args),
+        Command::Run(args) => run_cases(args).await,
     }
 }
 
@@ -71,4 +107,165 @@ fn check(args: CheckArgs) -> ExitCode {
         eprintln!("{} case{} ok", cases.len(), if cases.len() == 1 { "" } else { "s" });
     }
     ExitCode::SUCCESS
+}
+
+fn setup_failed(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("argus cases run: {message}");
+    ExitCode::from(2)
+}
+
+async fn run_cases(args: RunArgs) -> ExitCode {
+    let (config, cases) = match load_suite(&args.paths) {
+        Ok(loaded) => loaded,
+        Err(errors) => return report(&errors),
+    };
+    let Ok(attach_timeout) = Duration::try_from_secs_f64(args.attach_timeout) else {
+        return setup_failed(format!("--attach-timeout takes a positive number of seconds, not {}", args.attach_timeout));
+    };
+    let fixtures = config.fixtures.clone().map(Fixtures::new);
+    let run = RunContext { config, fixtures, collect_events: args.out.is_some(), keep_going: args.keep_going };
+    let code = tokio::select! {
+        code = run_with_fixtures(&args, &cases, &run, attach_timeout) => code,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("argus cases run: interrupted");
+            ExitCode::from(130)
+        }
+    };
+    if let Some(fixtures) = &run.fixtures {
+        fixtures.close().await;
+    }
+    code
+}
+
+async fn run_with_fixtures(args: &RunArgs, cases: &[argus_cases::Case], run: &RunContext, attach_timeout: Duration) -> ExitCode {
+    // A case that names a fixture the server does not serve is refused
+    // before anything runs.
+    if let Some(fixtures) = &run.fixtures {
+        match fixtures.describe().await {
+            Err(error) => return setup_failed(error),
+            Ok(Some(served)) => {
+                let refused: Vec<String> = cases
+                    .iter()
+                    .flat_map(|case| {
+                        missing_fixtures(case, &served, &run.config).into_iter().map(move |name| format!("{}: no fixture {name}", case.id))
+                    })
+                    .collect();
+                if !refused.is_empty() {
+                    for line in &refused {
+                        eprintln!("{line}");
+                    }
+                    eprintln!("the fixtures server serves: {}", served.join(", "));
+                    return ExitCode::from(1);
+                }
+            }
+            Ok(None) => {}
+        }
+    }
+    let endpoint = &args.endpoint;
+    let config = DriverConfig {
+        host: endpoint.host.clone(),
+        port: endpoint.port,
+        token: endpoint.token.clone(),
+        ..DriverConfig::default()
+    };
+    let driver = match Driver::listen(config).await {
+        Ok(driver) => driver,
+        Err(error) => return setup_failed(error),
+    };
+    eprintln!("waiting for an app on ws://{} …", driver.local_addr());
+    let hello = match driver.wait_for_app(attach_timeout).await {
+        Ok(hello) => hello,
+        Err(error) => return setup_failed(error),
+    };
+    eprintln!(
+        "attached: {} on {}{}, {} case{}",
+        hello.app_name().unwrap_or("an app"),
+        hello.platform,
+        if hello.native { " (native)" } else { "" },
+        cases.len(),
+        if cases.len() == 1 { "" } else { "s" }
+    );
+    let mut run_dir = match &args.out {
+        Some(dir) => match RunDir::create(dir, iso_now()) {
+            Ok(run_dir) => Some(run_dir),
+            Err(error) => return setup_failed(error),
+        },
+        None => None,
+    };
+    let retries = if args.once { 0 } else { args.retries };
+    let mut write_error = None;
+    let attempts = run_suite(&driver, cases, run, retries, |attempt| {
+        print_attempt(attempt);
+        if let Some(run_dir) = run_dir.as_mut()
+            && let Err(error) = run_dir.add(attempt)
+        {
+            write_error.get_or_insert(error);
+        }
+    })
+    .await;
+    let hello = driver.hello().unwrap_or(hello);
+    driver.close().await;
+    if let Some(run_dir) = run_dir.as_mut()
+        && let Err(error) = run_dir.finish(iso_now(), Some(hello.platform.clone()), Some(hello.native))
+    {
+        write_error.get_or_insert(error);
+    }
+    if let Some(path) = &args.junit
+        && let Err(error) = std::fs::write(path, junit("argus", &attempts))
+    {
+        write_error.get_or_insert(format!("{}: {error}", path.display()));
+    }
+    let failed = summary(&attempts);
+    if let Some(error) = write_error {
+        return setup_failed(format!("cannot write the results: {error}"));
+    }
+    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+fn print_attempt(attempt: &RunCase) {
+    let seconds = attempt.ms as f64 / 1000.0;
+    let retry = if attempt.attempt > 1 { format!(" (attempt {})", attempt.attempt) } else { String::new() };
+    let problem = attempt.steps.iter().find(|s| matches!(s.status, StepStatus::Failed | StepStatus::Unsupported));
+    match attempt.result {
+        CaseResult::Passed => println!("✓ {}{retry}  {seconds:.1}s", attempt.id),
+        CaseResult::Failed => {
+            println!("✗ {}{retry}  {seconds:.1}s", attempt.id);
+            if let Some(step) = problem {
+                println!("    {}: {}", step.step, step.error.as_deref().unwrap_or("failed"));
+            }
+            if let Some(why) = attempt.evidence.as_ref().and_then(|e| e.why.as_deref()) {
+                println!("    why: {why}");
+            }
+        }
+        CaseResult::Unsupported => {
+            let why = problem.and_then(|s| s.error.as_deref()).unwrap_or("unsupported");
+            println!("∅ {}{retry}  cannot run on this host: {why}", attempt.id);
+        }
+    }
+}
+
+/// Prints the summary; whether a case's final result is failed.
+fn summary(attempts: &[RunCase]) -> bool {
+    let totals = argus_proto::run::totals(attempts);
+    let mut line = format!("{}/{} passed", totals.passed, totals.cases);
+    if totals.failed > 0 {
+        line.push_str(&format!(", {} failed", totals.failed));
+    }
+    if totals.unsupported > 0 {
+        line.push_str(&format!(", {} cannot run on this host", totals.unsupported));
+    }
+    println!("{line}");
+    let mut last: Vec<&RunCase> = Vec::new();
+    for attempt in attempts {
+        match last.iter_mut().find(|c| c.id == attempt.id) {
+            Some(slot) => *slot = attempt,
+            None => last.push(attempt),
+        }
+    }
+    for case in &last {
+        if case.attempt > 1 && case.result == CaseResult::Passed {
+            println!("⚠ {} passed on retry", case.id);
+        }
+    }
+    totals.failed > 0
 }

@@ -125,6 +125,10 @@ pub fn snapshot(route: &Route, state: &ScreenState, now: Instant, window: Size) 
             frame
         };
         unshifted[index] = frame;
+        if spec.kind == ElementKind::Scroll {
+            // Its content stacks from its own top.
+            cursor = frame.y + GAP;
+        }
         if let Some(p) = parent {
             let p_spec = &nodes[p].spec;
             let own_scroll =

@@ -197,6 +197,33 @@ pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: 
     }
 }
 
+/// Runs every case on one device, in order: each attempt starts from a
+/// `reset` app; a failed case runs again up to `retries` times (lynkeus: 1).
+/// `on_attempt` sees each attempt as it finishes.
+pub async fn run_suite<D: Device>(
+    device: &D,
+    cases: &[Case],
+    run: &RunContext,
+    retries: u32,
+    mut on_attempt: impl FnMut(&RunCase),
+) -> Vec<RunCase> {
+    let mut attempts = Vec::new();
+    for case in cases {
+        for attempt in 1..=retries + 1 {
+            // A fresh app for every attempt; an app without `reset` is left as it is.
+            let _ = device.call("reset", None, CALL_TIMEOUT).await;
+            let outcome = run_attempt(device, case, attempt, run).await;
+            on_attempt(&outcome);
+            let again = outcome.result == CaseResult::Failed;
+            attempts.push(outcome);
+            if !again {
+                break;
+            }
+        }
+    }
+    attempts
+}
+
 fn record(
     step: String,
     status: StepStatus,

@@ -12,6 +12,7 @@
 //! so a call costs one task hop (the reader handing the answer back).
 
 mod connection;
+mod device;
 mod error;
 
 use std::collections::HashMap;
