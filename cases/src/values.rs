@@ -36,7 +36,7 @@ pub fn label(step: &Step) -> String {
                     other => format!("{k}: {}", js_string(other)),
                 })
                 .collect();
-            format!("{} {}", step.verb, parts.join(", "))
+            if parts.is_empty() { step.verb.clone() } else { format!("{} {}", step.verb, parts.join(", ")) }
         }
         other => format!("{} {}", step.verb, js_string(other)),
     };

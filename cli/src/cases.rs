@@ -120,7 +120,10 @@ async fn run_cases(args: RunArgs) -> ExitCode {
         Err(errors) => return report(&errors),
     };
     let Ok(attach_timeout) = Duration::try_from_secs_f64(args.attach_timeout) else {
-        return setup_failed(format!("--attach-timeout takes a positive number of seconds, not {}", args.attach_timeout));
+        return setup_failed(format!(
+            "--attach-timeout takes a positive number of seconds, not {}",
+            args.attach_timeout
+        ));
     };
     let fixtures = config.fixtures.clone().map(Fixtures::new);
     let run = RunContext { config, fixtures, collect_events: args.out.is_some(), keep_going: args.keep_going };
@@ -137,7 +140,12 @@ async fn run_cases(args: RunArgs) -> ExitCode {
     code
 }
 
-async fn run_with_fixtures(args: &RunArgs, cases: &[argus_cases::Case], run: &RunContext, attach_timeout: Duration) -> ExitCode {
+async fn run_with_fixtures(
+    args: &RunArgs,
+    cases: &[argus_cases::Case],
+    run: &RunContext,
+    attach_timeout: Duration,
+) -> ExitCode {
     // A case that names a fixture the server does not serve is refused
     // before anything runs.
     if let Some(fixtures) = &run.fixtures {
@@ -147,7 +155,9 @@ async fn run_with_fixtures(args: &RunArgs, cases: &[argus_cases::Case], run: &Ru
                 let refused: Vec<String> = cases
                     .iter()
                     .flat_map(|case| {
-                        missing_fixtures(case, &served, &run.config).into_iter().map(move |name| format!("{}: no fixture {name}", case.id))
+                        missing_fixtures(case, &served, &run.config)
+                            .into_iter()
+                            .map(move |name| format!("{}: no fixture {name}", case.id))
                     })
                     .collect();
                 if !refused.is_empty() {

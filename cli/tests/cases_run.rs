@@ -1,0 +1,259 @@
+//! `argus cases run` end to end: the example suite against `argus sim`,
+//! through real processes and sockets, and the ways a run is refused.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use argus_proto::run::{CaseResult, RunDir, StepStatus};
+
+const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
+
+fn shop() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("argus-e2e-{name}-{}-{}", std::process::id(), free_port()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A simulated app that dies with the test.
+struct Sim(Child);
+
+impl Sim {
+    fn start(port: u16) -> Self {
+        let child = Command::new(ARGUS)
+            .args(["sim", "--model"])
+            .arg(shop().join("app.yaml"))
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Sim(child)
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn argus(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(ARGUS).current_dir(cwd).args(args).env_remove("LYNKEUS_CONFIG").output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+#[test]
+fn the_example_suite_runs_on_the_simulated_app() {
+    let port = free_port();
+    let _sim = Sim::start(port);
+    let out = temp_dir("suite");
+    let junit = out.join("junit.xml");
+    let output = argus(
+        &shop(),
+        &[
+            "cases",
+            "run",
+            "--port",
+            &port.to_string(),
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("9/10 passed, 1 cannot run on this host"), "{printed}");
+    assert!(printed.contains("⚠ flaky passed on retry"), "{printed}");
+
+    let run = RunDir::read(&out).unwrap();
+    let totals = run.manifest.totals.unwrap();
+    assert_eq!((totals.cases, totals.passed, totals.failed, totals.unsupported, totals.retried), (10, 9, 0, 1, 1));
+    assert_eq!(run.manifest.platform.as_deref(), Some("ios"));
+    assert_eq!(run.manifest.native, Some(false));
+    assert!(run.manifest.finished_at.is_some());
+
+    let attempts = |id: &str| run.cases.iter().filter(|c| c.id == id).collect::<Vec<_>>();
+    // A matrix expands to one case per combination.
+    assert_eq!(attempts("login[user=ada]").len(), 1);
+    assert_eq!(attempts("login[user=bo]")[0].result, CaseResult::Passed);
+    // Failing, then passing: both attempts are written, in order.
+    let flaky = attempts("flaky");
+    assert_eq!(
+        flaky.iter().map(|a| (a.attempt, a.result)).collect::<Vec<_>>(),
+        [(1, CaseResult::Failed), (2, CaseResult::Passed)]
+    );
+    assert_eq!(flaky[0].steps[0].error.as_deref(), Some("warm_cache: the cache is cold"));
+    assert_eq!(flaky[0].steps[1].status, StepStatus::Skipped);
+    assert!(flaky[0].evidence.as_ref().and_then(|e| e.screen.as_deref()).is_some_and(|s| s.contains("button #login")));
+    // Unsupported: the step, the rest skipped, no retry, no evidence.
+    let unsupported = attempts("unsupported");
+    assert_eq!(unsupported.len(), 1);
+    let statuses: Vec<StepStatus> = unsupported[0].steps.iter().map(|s| s.status).collect();
+    assert_eq!(statuses, [StepStatus::Passed, StepStatus::Unsupported, StepStatus::Skipped]);
+    assert_eq!(unsupported[0].steps[1].error.as_deref(), Some("this host has no clock"));
+    assert!(unsupported[0].evidence.is_none());
+    // on: guards on a headless (non-native) host.
+    let guards: Vec<StepStatus> = attempts("guards")[0].steps.iter().map(|s| s.status).collect();
+    use StepStatus::{Passed, Skipped};
+    assert_eq!(guards, [Skipped, Passed, Passed, Skipped, Passed, Passed]);
+    // The optional press on a screen without it is skipped, not failed.
+    let settings = attempts("settings")[0];
+    assert_eq!(settings.steps[6].status, Skipped);
+    // Analytics events land on the step that caused them.
+    let feed = attempts("feed")[0];
+    let like = feed.steps[2].events.as_ref().expect("the like event");
+    assert_eq!(like[0].name, "Like");
+    assert_eq!(like[0].route.as_deref(), Some("Feed"));
+    // Setup is reported as setup; fixtures, assert and exec passed.
+    let points = attempts("points")[0];
+    assert_eq!(points.steps[0].section, Some(argus_proto::run::Section::Setup));
+    assert_eq!(points.steps[0].step, "create_user as: u, name: Ana");
+    assert_eq!(points.result, CaseResult::Passed);
+
+    let cases_jsonl = std::fs::read_to_string(out.join("cases.jsonl")).unwrap();
+    assert!(cases_jsonl.lines().all(|l| l.starts_with(r#"{"id":""#)), "lynkeus' key order");
+    let junit = std::fs::read_to_string(junit).unwrap();
+    assert!(
+        junit.contains(r#"tests="10""#) && junit.contains("<flakyFailure") && junit.contains("<skipped"),
+        "{junit}"
+    );
+    std::fs::remove_dir_all(out).unwrap();
+}
+
+/// A throwaway project: files under a temp dir.
+fn project(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = temp_dir(name);
+    for (path, body) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_failing_case_fails_the_run_with_evidence() {
+    let port = free_port();
+    let _sim = Sim::start(port);
+    let dir = project(
+        "red",
+        &[(
+            "cases/red.md",
+            "---\nid: red\n---\nsteps:\n  - app.see: { text: \"Goodbye\", timeoutMs: 200 }\n  - app.press: \"#login\"\n",
+        )],
+    );
+    let out = dir.join("out");
+    let output = argus(&dir, &["cases", "run", "--once", "--port", &port.to_string(), "--out", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let run = RunDir::read(&out).unwrap();
+    assert_eq!(run.cases.len(), 1, "--once: no retry");
+    let red = &run.cases[0];
+    assert_eq!(red.result, CaseResult::Failed);
+    assert_eq!(red.steps[0].error.as_deref(), Some("not on screen: \"Goodbye\""));
+    assert_eq!(red.steps[1].status, StepStatus::Skipped);
+    assert!(red.evidence.as_ref().unwrap().screen.as_ref().unwrap().contains("button #login"));
+}
+
+#[test]
+fn a_pressed_element_behind_a_banner_says_why() {
+    let port = free_port();
+    let _sim = Sim::start(port);
+    let dir = project(
+        "covered",
+        &[(
+            "cases/pay.md",
+            "---\nid: pay\n---\nsteps:\n  - app.press: { target: \"#pay\", mode: js, timeoutMs: 100 }\n",
+        )],
+    );
+    let out = dir.join("out");
+    let output = argus(&dir, &["cases", "run", "--once", "--port", &port.to_string(), "--out", out.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let run = RunDir::read(&out).unwrap();
+    let evidence = run.cases[0].evidence.clone().unwrap();
+    assert_eq!(run.cases[0].steps[0].error.as_deref(), Some(r##"{"testId":"pay"} is covered"##));
+    assert!(evidence.why.unwrap().contains(r#"{"testId":"pay"} is covered"#));
+}
+
+#[test]
+fn a_bad_suite_is_refused_before_anything_runs() {
+    let dir = project(
+        "bad",
+        &[
+            ("cases/a.md", "steps: []\n"),
+            ("cases/b.md", "---\nid: b\n---\nsteps:\n  - { app.back: null, app.press: \"#x\" }\n"),
+            ("cases/c.md", "---\nid: c\n---\nsteps:\n  - do: app.back\n"),
+        ],
+    );
+    let output = argus(&dir, &["cases", "run", "--port", &free_port().to_string()]);
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{printed}");
+    assert!(printed.contains("cases/a.md:1: no frontmatter"), "{printed}");
+    assert!(printed.contains("cases/b.md:5: steps[0] must be one step"), "{printed}");
+    assert!(printed.contains("cases/c.md:5: steps[0] has `do` without `on`"), "{printed}");
+    assert!(!printed.contains("waiting for an app"), "nothing ran: {printed}");
+}
+
+#[test]
+fn a_fixture_the_server_does_not_list_refuses_the_case() {
+    let dir = project(
+        "fixture",
+        &[
+            ("lynkeus.config.json", r#"{"cases":{"fixtures":{"command":"python3 fixtures.py"}}}"#),
+            (
+                "fixtures.py",
+                "import sys\nfor line in sys.stdin:\n    print('{\"commands\": [\"create_user\", \"inspect\"]}', flush=True)\n",
+            ),
+            (
+                "cases/k.md",
+                "---\nid: k\n---\nsetup:\n  - create_user: { as: u }\n  - grant_badge: { user: u }\nsteps:\n  - app.back\n",
+            ),
+        ],
+    );
+    let output = argus(&dir, &["cases", "run", "--port", &free_port().to_string()]);
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    assert!(printed.contains("k: no fixture grant_badge"), "{printed}");
+}
+
+#[test]
+fn a_fixtures_command_that_dies_is_named() {
+    let dir = project(
+        "dies",
+        &[
+            (
+                "lynkeus.config.json",
+                r#"{"cases":{"fixtures":{"command":"echo 'no database at db:5432' >&2; exit 3"}}}"#,
+            ),
+            ("cases/k.md", "---\nid: k\n---\nsteps:\n  - app.back\n"),
+        ],
+    );
+    let output = argus(&dir, &["cases", "run", "--port", &free_port().to_string()]);
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{printed}");
+    assert!(printed.contains("lynkeus.describe: the fixtures command ended: no database at db:5432"), "{printed}");
+}
+
+#[test]
+fn check_lists_the_expanded_ids_as_json() {
+    let output = argus(&shop(), &["cases", "check", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let listing: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ids: Vec<&str> = listing.as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"login[user=ada]") && ids.contains(&"login[user=bo]"), "{ids:?}");
+    assert_eq!(ids.len(), 10);
+}
