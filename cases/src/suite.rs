@@ -147,12 +147,37 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
                 ),
             ));
         }
+        if let Some(problem) = target_problem(&step.verb, &step.value) {
+            errors.push(CaseError::new(&case.file, Some(step.line), problem));
+        }
         if let Some(on) = &step.on {
             let test = on.strip_prefix('!').unwrap_or(on);
             if test.is_empty() || test == "has:" {
                 errors.push(CaseError::new(&case.file, Some(step.line), format!("`on: {on}` names nothing to test")));
             }
         }
+    }
+}
+
+/// Steps that name an element must name it as a string or a mapping with
+/// a `target` (or `testId`); a YAML number is not a target.
+fn target_problem(verb: &str, value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let takes_target = matches!(verb, "app.press" | "app.see");
+    if !takes_target {
+        return None;
+    }
+    match value {
+        Value::String(s) if !s.is_empty() => None,
+        Value::Object(map) if verb == "app.see" || map.contains_key("target") || map.contains_key("testId") => None,
+        Value::Number(n) => Some(format!(
+            "{verb} needs a target: {n} is a number; write \"{n}\" for the element at index {n}, or \"#id\" or a text"
+        )),
+        Value::Object(map) => Some(format!(
+            "{verb} needs a target: {{target: \"#id\" | \"text\"}} or {{testId: …}}, not {{{}}}",
+            map.keys().cloned().collect::<Vec<_>>().join(", ")
+        )),
+        other => Some(format!("{verb} needs a target, such as \"#id\" or \"Log in\", not {other}")),
     }
 }
 
@@ -195,6 +220,7 @@ mod tests {
             ("cases/bad.md", "steps: []\n"),
             ("cases/teleport.md", "---\nid: t\n---\nsteps:\n  - app.teleport: somewhere\n"),
             ("cases/twin.md", "---\nid: good\n---\nsteps: []\n"),
+            ("cases/twelve.md", "---\nid: twelve\n---\nsteps:\n  - app.press: 12\n  - app.press: { hold: 600 }\n"),
         ]);
         let errors = load(&[], &CasesConfig::defaults(&root), &root).unwrap_err();
         let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
@@ -203,6 +229,8 @@ mod tests {
             [
                 "cases/bad.md:1: no frontmatter (a case starts with --- and its id)",
                 "cases/teleport.md:5: app.teleport is not a step: lynkeus has no command teleport, and the project declares no macro for it",
+                "cases/twelve.md:5: app.press needs a target: 12 is a number; write \"12\" for the element at index 12, or \"#id\" or a text",
+                "cases/twelve.md:6: app.press needs a target: {target: \"#id\" | \"text\"} or {testId: …}, not {hold}",
                 "cases/twin.md: case id \"good\" is also the id of a case in cases/good.md",
             ]
         );

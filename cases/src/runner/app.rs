@@ -226,7 +226,7 @@ impl<D: Device> Attempt<'_, D> {
             found = self.find(&target).await?;
         }
         if !found.is_null() && matches!(target, Target::TestId { .. }) {
-            self.until_pressable(&target, value, found).await?;
+            self.until_pressable(&target, value).await?;
         }
         let mut params = match target_json(&target) {
             Value::Object(map) => map,
@@ -243,17 +243,20 @@ impl<D: Device> Attempt<'_, D> {
         Ok(Done::Passed)
     }
 
-    /// Until the element is enabled, uncovered and still, or the step's time
-    /// is up while the app is not busy (15 s at the most).
-    async fn until_pressable(&self, target: &Target, value: &Value, mut previous: Value) -> Result<(), StepError> {
+    /// Until the element is enabled, uncovered and still (the same frame
+    /// twice running), or the step's time is up while the app is not busy
+    /// (15 s at the most).
+    async fn until_pressable(&self, target: &Target, value: &Value) -> Result<(), StepError> {
         let started = Instant::now();
         let deadline = Duration::from_millis(ms(value, "timeoutMs").unwrap_or(3_000));
         let hard = Duration::from_secs(15);
+        let mut previous: Option<Value> = None;
         loop {
             let current = self.find(target).await?;
+            let still = previous.as_ref().is_some_and(|p| p.get("frame") == current.get("frame"));
             let ready = current.get("enabled") == Some(&Value::Bool(true))
                 && current.get("covered") != Some(&Value::Bool(true))
-                && current.get("frame") == previous.get("frame");
+                && still;
             if ready || current.is_null() || started.elapsed() >= hard {
                 return Ok(());
             }
@@ -264,7 +267,7 @@ impl<D: Device> Attempt<'_, D> {
                 }
             }
             let _ = self.idle(50, 200).await;
-            previous = current;
+            previous = Some(current);
         }
     }
 

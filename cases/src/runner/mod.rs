@@ -275,7 +275,8 @@ impl<D: Device> Attempt<'_, D> {
     }
 
     async fn trace_last(&self) -> Result<u64, StepError> {
-        let trace = self.call("trace", None, CALL_TIMEOUT).await?;
+        // `{since: undefined}` goes out as `{}`, as lynkeus sends it.
+        let trace = self.call("trace", Some(Value::Object(Map::new())), CALL_TIMEOUT).await?;
         Ok(trace.get("last").and_then(Value::as_u64).unwrap_or(0))
     }
 

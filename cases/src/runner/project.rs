@@ -57,18 +57,21 @@ impl<D: Device> Attempt<'_, D> {
     fn with_refs(&self, params: &Map<String, Value>) -> Result<Map<String, Value>, StepError> {
         let refs = &self.run.config.refs;
         let mut out = Map::new();
+        let mut resolved = Vec::new();
         for (key, value) in params {
             match (refs.get(key), value) {
                 (Some(field), Value::String(alias)) => {
                     let scope = self.scope.get(alias).ok_or_else(|| format!("no alias '{alias}'"))?;
                     let id = scope.get(field).ok_or_else(|| format!("alias '{alias}' has no {field}"))?;
-                    out.insert(field.clone(), id.clone());
+                    resolved.push((field.clone(), id.clone()));
                 }
                 _ => {
                     out.insert(key.clone(), value.clone());
                 }
             }
         }
+        // Like lynkeus: the ref param goes, its field comes last.
+        out.extend(resolved);
         for (param, field) in refs {
             if !params.contains_key(param)
                 && !out.contains_key(field)
