@@ -192,7 +192,7 @@ async fn an_optional_press_that_is_not_there_is_skipped() {
 }
 
 /// A fixtures server that writes every line it receives to `log`.
-fn recording_fixtures(log: &PathBuf) -> Fixtures {
+fn recording_fixtures(log: &std::path::Path) -> Fixtures {
     let script = format!(
         r#"import json, sys
 log = open({log:?}, "a")
