@@ -147,7 +147,9 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
                 ),
             ));
         }
-        if let Some(problem) = target_problem(&step.verb, &step.value) {
+        if let Some(problem) =
+            target_problem(&step.verb, &step.value).or_else(|| argument_problem(&step.verb, &step.value))
+        {
             errors.push(CaseError::new(&case.file, Some(step.line), problem));
         }
         if let Some(on) = &step.on {
@@ -157,6 +159,52 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
             }
         }
     }
+}
+
+/// The keys each `app.*` step takes (its CLI command's arguments, named as
+/// a case writes them). Host controls not listed here are not checked.
+fn known_keys(command: &str) -> Option<&'static [&'static str]> {
+    Some(match command {
+        "press" => &["target", "testId", "within", "nth", "optional", "hold", "holdMs", "timeoutMs", "mode"],
+        "type" => &["text", "target", "testId", "submit", "clear", "paste", "within", "nth"],
+        "swipe" => &["direction", "target", "testId", "distance", "from", "to", "durationMs"],
+        "see" => &[
+            "testId",
+            "target",
+            "text",
+            "route",
+            "request",
+            "status",
+            "event",
+            "props",
+            "layer",
+            "absent",
+            "within",
+            "nth",
+            "timeoutMs",
+        ],
+        "wait" => {
+            &["target", "testId", "route", "what", "request", "status", "scroll", "gone", "within", "nth", "timeoutMs"]
+        }
+        "nav" => &["route", "params"],
+        "call" => &["command", "params", "expect", "as", "timeoutMs"],
+        "run" => &["flow", "vars"],
+        "event" => &["name", "props", "absent", "timeoutMs"],
+        "deeplink" => &["url"],
+        "idle" => &["quietMs", "timeoutMs"],
+        "clock" => &["advanceMs", "set", "freeze", "reset"],
+        _ => return None,
+    })
+}
+
+/// An argument the step's command does not take: `app.clock has no sideways`.
+fn argument_problem(verb: &str, value: &serde_json::Value) -> Option<String> {
+    let command = verb.strip_prefix("app.")?;
+    let keys = known_keys(command)?;
+    let map = value.as_object()?;
+    let unknown: Vec<&String> = map.keys().filter(|k| !keys.contains(&k.as_str())).collect();
+    let first = unknown.first()?;
+    Some(format!("{verb} has no {first} (it takes {})", keys.join(", ")))
 }
 
 /// Steps that name an element must name it as a string or a mapping with
@@ -234,6 +282,20 @@ mod tests {
                 "cases/twin.md: case id \"good\" is also the id of a case in cases/good.md",
             ]
         );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn the_dry_run_vector_is_refused_at_check_time() {
+        let root = project(&[(
+            "cases/j.md",
+            "---\nid: j\n---\nsteps:\n  - app.teleport: somewhere\n  - app.clock: { sideways: 1 }\n  - app.clock: { advanceMs: 1000 }\n",
+        )]);
+        let errors = load(&[], &CasesConfig::defaults(&root), &root).unwrap_err();
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("cases/j.md:5: app.teleport is not a step"), "{errors:?}");
+        assert_eq!(errors[1], "cases/j.md:6: app.clock has no sideways (it takes advanceMs, set, freeze, reset)");
         std::fs::remove_dir_all(root).unwrap();
     }
 
