@@ -10,3 +10,13 @@
 
 pub mod run;
 pub mod wire;
+
+/// The gRPC API between workers, clients and the coordinator
+/// (`proto/argus/v1/*.proto`).
+pub mod grpc {
+    #![allow(clippy::all, missing_docs)]
+    tonic::include_proto!("argus.v1");
+
+    /// The descriptor set of every `argus.v1` file, for gRPC reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/argus_descriptor.bin"));
+}

@@ -1,0 +1,17 @@
+//! Compiles `argus/v1/*.proto` without a system `protoc`: protox parses the
+//! files, tonic-prost-build generates the messages and services, and the
+//! descriptor set is kept for gRPC reflection.
+
+use std::path::PathBuf;
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["argus/v1/worker.proto", "argus/v1/runs.proto", "argus/v1/fleet.proto"];
+    println!("cargo:rerun-if-changed=argus");
+    let descriptors = protox::compile(files, ["."])?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("argus_descriptor.bin"), descriptors.encode_to_vec())?;
+    tonic_prost_build::configure().compile_fds(descriptors)?;
+    Ok(())
+}
