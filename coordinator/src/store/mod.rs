@@ -1,0 +1,450 @@
+//! The store: the truth the coordinator rebuilds itself from. Postgres for
+//! teams, SQLite as the embedded default, chosen by the database URL; the
+//! same runtime queries serve both (sqlx's Any driver), so a build needs no
+//! database.
+
+mod rows;
+
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Row};
+
+pub use rows::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("the database URL {0:?} is neither postgres:// nor sqlite:")]
+    UnknownScheme(String),
+    #[error("cannot migrate the database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database: {0}")]
+    Query(#[from] sqlx::Error),
+    /// A result from a lease that is no longer current: fencing.
+    #[error("lease {0} is not current (revoked, expired or already finished)")]
+    StaleLease(String),
+    /// The attempt was leased or finished by someone else meanwhile.
+    #[error("attempt {0} is no longer pending")]
+    NotPending(String),
+    #[error("no run {0}")]
+    NoRun(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// Hides the password of a database URL, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:…{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl Store {
+    /// Opens (and for SQLite creates) the database, and applies the
+    /// migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        install_default_drivers();
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else {
+            return Err(StoreError::UnknownScheme(redact_url(url)));
+        };
+        let url_with_mode = match backend {
+            Backend::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
+                format!("{url}{}mode=rwc", if url.contains('?') { "&" } else { "?" })
+            }
+            _ => url.to_owned(),
+        };
+        // One connection first: an unreachable database fails at once, with
+        // its own error, rather than after the pool's acquire timeout.
+        {
+            use sqlx::Connection;
+            let probe = sqlx::AnyConnection::connect(&url_with_mode)
+                .await
+                .map_err(|source| StoreError::Connect { url: redact_url(url), source })?;
+            probe.close().await?;
+        }
+        let options = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 1 } else { 16 })
+            .acquire_timeout(Duration::from_secs(10));
+        let pool = options
+            .connect(&url_with_mode)
+            .await
+            .map_err(|source| StoreError::Connect { url: redact_url(url), source })?;
+        if backend == Backend::Sqlite {
+            // One writer at a time, and the journal that lets readers read meanwhile.
+            for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA foreign_keys = ON"] {
+                sqlx::query(pragma).execute(&pool).await?;
+            }
+        }
+        let store = Self { pool, backend };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        match self.backend {
+            Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&self.pool).await?,
+            Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&self.pool).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// A run, its files, its cases, and one pending attempt per case, in one
+    /// transaction.
+    pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO runs (id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, \
+             priority, started_at, manifest_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&run.id)
+        .bind(&run.project)
+        .bind(&run.branch)
+        .bind(&run.commit)
+        .bind(&run.trigger)
+        .bind(&run.selector_json)
+        .bind(&run.config_json)
+        .bind(i64::from(run.retries))
+        .bind(i64::from(run.priority))
+        .bind(run.started_at)
+        .bind(&run.manifest_json)
+        .execute(&mut *tx)
+        .await?;
+        for (path, source) in &run.files {
+            sqlx::query("INSERT INTO run_files (run_id, path, source) VALUES ($1, $2, $3)")
+                .bind(&run.id)
+                .bind(path)
+                .bind(source)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for case in &run.cases {
+            sqlx::query(
+                "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&run.id)
+            .bind(&case.case_id)
+            .bind(&case.file)
+            .bind(&case.title)
+            .bind(case.ordinal)
+            .bind(case.expected_ms)
+            .bind(&case.estimate_source)
+            .execute(&mut *tx)
+            .await?;
+            insert_pending(&mut tx, &run.id, &case.case_id, 1, 1, run.started_at).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every attempt not yet finished: what the scheduler rebuilds from.
+    pub async fn open_attempts(&self) -> Result<Vec<AttemptRow>, StoreError> {
+        let rows = sqlx::query_as::<_, AttemptRow>(
+            "SELECT a.run_id, a.case_id, a.attempt, a.try_no, a.state, a.lease_id, a.device_id, c.expected_ms, \
+             c.ordinal, r.priority, r.selector_json \
+             FROM attempts a JOIN cases c ON c.run_id = a.run_id AND c.case_id = a.case_id \
+             JOIN runs r ON r.id = a.run_id \
+             WHERE a.state IN ('pending', 'leased') ORDER BY a.created_at, c.ordinal",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Commits a lease: the attempt must still be pending.
+    pub async fn grant_lease(&self, lease: &NewLease) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE attempts SET state = 'leased', lease_id = $1, device_id = $2, worker_id = $3, platform = $4, \
+             started_at = $5 WHERE run_id = $6 AND case_id = $7 AND attempt = $8 AND try_no = $9 AND state = 'pending'",
+        )
+        .bind(&lease.id)
+        .bind(&lease.device_id)
+        .bind(&lease.worker_id)
+        .bind(&lease.platform)
+        .bind(lease.granted_at)
+        .bind(&lease.run_id)
+        .bind(&lease.case_id)
+        .bind(i64::from(lease.attempt))
+        .bind(i64::from(lease.try_no))
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() != 1 {
+            return Err(StoreError::NotPending(format!("{}/{}#{}", lease.run_id, lease.case_id, lease.attempt)));
+        }
+        sqlx::query(
+            "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&lease.id)
+        .bind(&lease.run_id)
+        .bind(&lease.case_id)
+        .bind(i64::from(lease.attempt))
+        .bind(i64::from(lease.try_no))
+        .bind(&lease.device_id)
+        .bind(&lease.worker_id)
+        .bind(lease.granted_at)
+        .bind(lease.deadline)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Moves the deadline of open leases (heartbeats).
+    pub async fn extend_leases(&self, lease_ids: &[String], deadline: i64) -> Result<(), StoreError> {
+        for id in lease_ids {
+            sqlx::query("UPDATE leases SET deadline = $1 WHERE id = $2 AND ended_at IS NULL")
+                .bind(deadline)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Records an attempt's result. Fencing: only the current lease may
+    /// finish an attempt; a late result from a revoked or finished lease is
+    /// refused, and nothing is written.
+    pub async fn finish_attempt(&self, lease_id: &str, outcome: &AttemptOutcome) -> Result<AttemptKey, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let ended = sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
+            .bind(outcome.finished_at)
+            .bind(if outcome.infrastructure { "infrastructure" } else { "finished" })
+            .bind(lease_id)
+            .execute(&mut *tx)
+            .await?;
+        if ended.rows_affected() != 1 {
+            return Err(StoreError::StaleLease(lease_id.to_owned()));
+        }
+        let key = sqlx::query_as::<_, AttemptKey>(
+            "SELECT run_id, case_id, attempt, try_no FROM attempts WHERE lease_id = $1 AND state = 'leased'",
+        )
+        .bind(lease_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::StaleLease(lease_id.to_owned()))?;
+        sqlx::query(
+            "UPDATE attempts SET state = 'done', result = $1, infrastructure = $2, error = $3, finished_at = $4, ms = $5, \
+             run_case_json = $6 WHERE lease_id = $7",
+        )
+        .bind(&outcome.result)
+        .bind(i64::from(outcome.infrastructure))
+        .bind(&outcome.error)
+        .bind(outcome.finished_at)
+        .bind(outcome.ms)
+        .bind(&outcome.run_case_json)
+        .bind(lease_id)
+        .execute(&mut *tx)
+        .await?;
+        for (idx, step) in outcome.steps.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(&key.run_id)
+            .bind(&key.case_id)
+            .bind(key.attempt)
+            .bind(key.try_no)
+            .bind(idx as i64)
+            .bind(&step.step)
+            .bind(&step.status)
+            .bind(step.ms)
+            .bind(&step.error)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(key)
+    }
+
+    /// Ends a lease the coordinator takes back (worker or device lost,
+    /// deadline passed): the attempt is marked an infrastructure failure.
+    /// `Ok(None)` when the lease had already ended.
+    pub async fn revoke_lease(&self, lease_id: &str, reason: &str, at: i64) -> Result<Option<AttemptKey>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let ended = sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
+            .bind(at)
+            .bind(reason)
+            .bind(lease_id)
+            .execute(&mut *tx)
+            .await?;
+        if ended.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let key = sqlx::query_as::<_, AttemptKey>(
+            "SELECT run_id, case_id, attempt, try_no FROM attempts WHERE lease_id = $1 AND state = 'leased'",
+        )
+        .bind(lease_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE attempts SET state = 'done', infrastructure = 1, error = $1, finished_at = $2 \
+             WHERE lease_id = $3 AND state = 'leased'",
+        )
+        .bind(reason)
+        .bind(at)
+        .bind(lease_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(key)
+    }
+
+    /// Queues another try: a retry (`attempt + 1`) or a rerun after an
+    /// infrastructure failure (same attempt, `try_no + 1`).
+    pub async fn queue(
+        &self,
+        run_id: &str,
+        case_id: &str,
+        attempt: u32,
+        try_no: u32,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        insert_pending(&mut tx, run_id, case_id, i64::from(attempt), i64::from(try_no), at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn set_case_result(&self, run_id: &str, case_id: &str, result: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE cases SET final_result = $1 WHERE run_id = $2 AND case_id = $3")
+            .bind(result)
+            .bind(run_id)
+            .bind(case_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn finish_run(&self, run_id: &str, finished_at: i64, manifest_json: &str) -> Result<(), StoreError> {
+        let updated = sqlx::query("UPDATE runs SET finished_at = $1, manifest_json = $2 WHERE id = $3")
+            .bind(finished_at)
+            .bind(manifest_json)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Err(StoreError::NoRun(run_id.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// The `RunCase` lines of a run's finished attempts (infrastructure
+    /// failures left out), in the order they finished.
+    pub async fn run_lines(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_case_json FROM attempts WHERE run_id = $1 AND state = 'done' AND infrastructure = 0 \
+             AND run_case_json IS NOT NULL ORDER BY finished_at, case_id, attempt",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
+
+    /// The median of a case's last `window` passing attempts on a platform.
+    pub async fn expected_ms(&self, case_id: &str, platform: &str, window: u32) -> Result<Option<i64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT ms FROM attempts WHERE case_id = $1 AND platform = $2 AND result = 'passed' AND ms IS NOT NULL \
+             ORDER BY finished_at DESC LIMIT $3",
+        )
+        .bind(case_id)
+        .bind(platform)
+        .bind(i64::from(window))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut ms: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>(0)).collect();
+        if ms.is_empty() {
+            return Ok(None);
+        }
+        ms.sort_unstable();
+        Ok(Some(ms[ms.len() / 2]))
+    }
+
+    pub async fn get_run(&self, run_id: &str) -> Result<RunRow, StoreError> {
+        sqlx::query_as::<_, RunRow>(RUN_COLUMNS_BY_ID)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NoRun(run_id.to_owned()))
+    }
+
+    /// The newest runs first.
+    pub async fn list_runs(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
+        Ok(sqlx::query_as::<_, RunRow>(RUN_COLUMNS_NEWEST).bind(i64::from(limit)).fetch_all(&self.pool).await?)
+    }
+}
+
+macro_rules! run_select {
+    () => {
+        "SELECT id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, priority, \
+         started_at, finished_at, manifest_json FROM runs"
+    };
+}
+const RUN_COLUMNS_BY_ID: &str = concat!(run_select!(), " WHERE id = $1");
+const RUN_COLUMNS_NEWEST: &str = concat!(run_select!(), " ORDER BY started_at DESC LIMIT $1");
+
+async fn insert_pending(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    case_id: &str,
+    attempt: i64,
+    try_no: i64,
+    at: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES ($1, $2, $3, $4, 'pending', $5)",
+    )
+    .bind(run_id)
+    .bind(case_id)
+    .bind(attempt)
+    .bind(try_no)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(redact_url("postgres://argus:s3cret@db:5432/argus"), "postgres://argus:…@db:5432/argus");
+        assert_eq!(redact_url("postgres://db/argus"), "postgres://db/argus");
+        assert_eq!(redact_url("sqlite:argus.db"), "sqlite:argus.db");
+    }
+}

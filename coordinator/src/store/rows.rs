@@ -1,0 +1,107 @@
+//! What goes into the store and what comes back out.
+
+/// A run as submitted, with its cases.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub id: String,
+    pub project: String,
+    pub branch: Option<String>,
+    pub commit: Option<String>,
+    pub trigger: Option<String>,
+    pub selector_json: String,
+    pub config_json: String,
+    pub retries: u32,
+    pub priority: u32,
+    pub started_at: i64,
+    /// The `RunManifest` as written at the start.
+    pub manifest_json: String,
+    /// Case files: path and text.
+    pub files: Vec<(String, String)>,
+    pub cases: Vec<NewCase>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCase {
+    pub case_id: String,
+    pub file: String,
+    pub title: Option<String>,
+    pub ordinal: i64,
+    pub expected_ms: i64,
+    /// `history`, `estimate` or `default`.
+    pub estimate_source: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewLease {
+    pub id: String,
+    pub run_id: String,
+    pub case_id: String,
+    pub attempt: u32,
+    pub try_no: u32,
+    pub device_id: String,
+    pub worker_id: String,
+    pub platform: String,
+    pub granted_at: i64,
+    pub deadline: i64,
+}
+
+/// An attempt that has not finished, with what scheduling needs.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AttemptRow {
+    pub run_id: String,
+    pub case_id: String,
+    pub attempt: i64,
+    pub try_no: i64,
+    pub state: String,
+    pub lease_id: Option<String>,
+    pub device_id: Option<String>,
+    pub expected_ms: i64,
+    pub ordinal: i64,
+    pub priority: i64,
+    pub selector_json: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, sqlx::FromRow)]
+pub struct AttemptKey {
+    pub run_id: String,
+    pub case_id: String,
+    pub attempt: i64,
+    pub try_no: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRow {
+    pub step: String,
+    pub status: String,
+    pub ms: i64,
+    pub error: Option<String>,
+}
+
+/// How a leased attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptOutcome {
+    /// `passed`, `failed` or `unsupported`; `None` for an infrastructure failure.
+    pub result: Option<String>,
+    pub infrastructure: bool,
+    pub error: Option<String>,
+    pub finished_at: i64,
+    pub ms: i64,
+    pub run_case_json: Option<String>,
+    pub steps: Vec<StepRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct RunRow {
+    pub id: String,
+    pub project: String,
+    pub branch: Option<String>,
+    pub commit_sha: Option<String>,
+    pub trigger_by: Option<String>,
+    pub selector_json: String,
+    pub config_json: String,
+    pub retries: i64,
+    pub priority: i64,
+    pub started_at: i64,
+    pub finished_at: Option<i64>,
+    pub manifest_json: String,
+}

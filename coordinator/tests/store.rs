@@ -1,0 +1,219 @@
+//! One behavioural suite for both stores: every test runs on SQLite and on
+//! Postgres. Postgres comes from `ARGUS_TEST_POSTGRES_URL` (`.ci/run` starts
+//! one); without it the Postgres half says so loudly, and under `CI=true` it
+//! fails rather than skip.
+
+use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store, StoreError};
+
+async fn sqlite() -> Store {
+    let path = std::env::temp_dir().join(format!("argus-store-{}-{}.db", std::process::id(), rand_suffix()));
+    Store::open(&format!("sqlite:{}", path.display())).await.unwrap()
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("{nanos}{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A fresh database on the test Postgres server.
+async fn postgres() -> Option<Store> {
+    let Ok(admin) = std::env::var("ARGUS_TEST_POSTGRES_URL") else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("ARGUS_TEST_POSTGRES_URL is not set under CI: the Postgres half of the store suite must run");
+        }
+        eprintln!("NOT RUN: the Postgres half of this test (set ARGUS_TEST_POSTGRES_URL, or run .ci/run)");
+        return None;
+    };
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let name = format!("argus_test_{}", rand_suffix());
+    let mut conn = sqlx::AnyConnection::connect(&admin).await.expect("the test Postgres answers");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+    let (base, query) = admin.split_once('?').map_or((admin.as_str(), ""), |(b, q)| (b, q));
+    let base = &base[..base.rfind('/').unwrap()];
+    let url = if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") };
+    Some(Store::open(&url).await.unwrap())
+}
+
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test]
+                async fn sqlite() {
+                    super::$name(super::sqlite().await).await;
+                }
+                #[tokio::test]
+                async fn postgres() {
+                    if let Some(store) = super::postgres().await {
+                        super::$name(store).await;
+                    }
+                }
+            }
+        )*
+    };
+}
+
+on_both!(
+    a_run_and_its_pending_attempts,
+    a_lease_is_granted_once,
+    a_result_from_a_lease_that_is_not_current_is_refused,
+    a_lost_attempt_is_queued_again,
+    history_gives_the_median_of_passing_attempts,
+    runs_are_listed_newest_first,
+);
+
+fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
+    NewRun {
+        id: id.into(),
+        project: "shop".into(),
+        branch: Some("main".into()),
+        commit: Some("abc123".into()),
+        trigger: Some("ci".into()),
+        selector_json: r#"{"platform":"ios"}"#.into(),
+        config_json: "{}".into(),
+        retries: 1,
+        priority: 1,
+        started_at,
+        manifest_json: format!(r#"{{"schema":1,"startedAt":"{started_at}"}}"#),
+        files: vec![("cases/a.md".into(), "---\nid: a\n---\n".into())],
+        cases: cases
+            .iter()
+            .enumerate()
+            .map(|(i, id)| NewCase {
+                case_id: id.to_string(),
+                file: "cases/a.md".into(),
+                title: None,
+                ordinal: i as i64,
+                expected_ms: 1000 * (i as i64 + 1),
+                estimate_source: "default".into(),
+            })
+            .collect(),
+    }
+}
+
+fn lease(id: &str, run: &str, case: &str, attempt: u32, try_no: u32) -> NewLease {
+    NewLease {
+        id: id.into(),
+        run_id: run.into(),
+        case_id: case.into(),
+        attempt,
+        try_no,
+        device_id: "w1/8123".into(),
+        worker_id: "w1".into(),
+        platform: "ios".into(),
+        granted_at: 10,
+        deadline: 60_010,
+    }
+}
+
+fn passed(ms: i64, at: i64) -> AttemptOutcome {
+    AttemptOutcome {
+        result: Some("passed".into()),
+        infrastructure: false,
+        error: None,
+        finished_at: at,
+        ms,
+        run_case_json: Some(format!(r#"{{"ms":{ms}}}"#)),
+        steps: vec![StepRow { step: "app.back".into(), status: "passed".into(), ms: 3, error: None }],
+    }
+}
+
+async fn a_run_and_its_pending_attempts(store: Store) {
+    store.create_run(&run("r1", 1, &["a", "b", "c"])).await.unwrap();
+    let open = store.open_attempts().await.unwrap();
+    let ids: Vec<&str> = open.iter().map(|a| a.case_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert!(open.iter().all(|a| a.state == "pending" && a.attempt == 1 && a.try_no == 1));
+    assert_eq!(open[2].expected_ms, 3000);
+    // The same run twice is refused whole: nothing half-written.
+    assert!(store.create_run(&run("r1", 1, &["d"])).await.is_err());
+    assert_eq!(store.open_attempts().await.unwrap().len(), 3);
+}
+
+async fn a_lease_is_granted_once(store: Store) {
+    store.create_run(&run("r1", 1, &["a"])).await.unwrap();
+    store.grant_lease(&lease("l1", "r1", "a", 1, 1)).await.unwrap();
+    let err = store.grant_lease(&lease("l2", "r1", "a", 1, 1)).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotPending(_)), "{err}");
+    let open = store.open_attempts().await.unwrap();
+    assert_eq!((open[0].state.as_str(), open[0].lease_id.as_deref()), ("leased", Some("l1")));
+}
+
+async fn a_result_from_a_lease_that_is_not_current_is_refused(store: Store) {
+    store.create_run(&run("r1", 1, &["a", "b"])).await.unwrap();
+    store.grant_lease(&lease("l1", "r1", "a", 1, 1)).await.unwrap();
+    let key = store.finish_attempt("l1", &passed(1200, 50)).await.unwrap();
+    assert_eq!((key.case_id.as_str(), key.attempt), ("a", 1));
+    // The same result again: refused, nothing written twice.
+    let err = store.finish_attempt("l1", &passed(1200, 51)).await.unwrap_err();
+    assert!(matches!(err, StoreError::StaleLease(_)), "{err}");
+    // A revoked lease cannot finish its attempt.
+    store.grant_lease(&lease("l2", "r1", "b", 1, 1)).await.unwrap();
+    assert!(store.revoke_lease("l2", "worker lost", 60).await.unwrap().is_some());
+    let err = store.finish_attempt("l2", &passed(900, 70)).await.unwrap_err();
+    assert_eq!(err.to_string(), "lease l2 is not current (revoked, expired or already finished)");
+    assert_eq!(store.run_lines("r1").await.unwrap(), [r#"{"ms":1200}"#]);
+    assert!(store.open_attempts().await.unwrap().is_empty());
+}
+
+async fn a_lost_attempt_is_queued_again(store: Store) {
+    store.create_run(&run("r1", 1, &["a"])).await.unwrap();
+    store.grant_lease(&lease("l1", "r1", "a", 1, 1)).await.unwrap();
+    let key = store.revoke_lease("l1", "device lost", 20).await.unwrap().unwrap();
+    assert!(store.revoke_lease("l1", "device lost", 21).await.unwrap().is_none(), "revoked once");
+    store.queue(&key.run_id, &key.case_id, 1, 2, 21).await.unwrap();
+    let open = store.open_attempts().await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!((open[0].attempt, open[0].try_no, open[0].state.as_str()), (1, 2, "pending"));
+    store.grant_lease(&lease("l2", "r1", "a", 1, 2)).await.unwrap();
+    store.finish_attempt("l2", &passed(800, 30)).await.unwrap();
+    store.set_case_result("r1", "a", "passed").await.unwrap();
+    assert_eq!(store.run_lines("r1").await.unwrap().len(), 1, "the infrastructure failure is not a line");
+}
+
+async fn history_gives_the_median_of_passing_attempts(store: Store) {
+    store.create_run(&run("r1", 1, &["a"])).await.unwrap();
+    assert_eq!(store.expected_ms("a", "ios", 20).await.unwrap(), None);
+    for (n, ms) in [500, 900, 700].into_iter().enumerate() {
+        let n = n as u32 + 1;
+        if n > 1 {
+            store.queue("r1", "a", n, 1, n as i64).await.unwrap();
+        }
+        store.grant_lease(&lease(&format!("l{n}"), "r1", "a", n, 1)).await.unwrap();
+        store.finish_attempt(&format!("l{n}"), &passed(ms, 100 + n as i64)).await.unwrap();
+    }
+    assert_eq!(store.expected_ms("a", "ios", 20).await.unwrap(), Some(700));
+    assert_eq!(store.expected_ms("a", "ios", 1).await.unwrap(), Some(700), "the newest only");
+    assert_eq!(store.expected_ms("a", "android", 20).await.unwrap(), None);
+}
+
+async fn runs_are_listed_newest_first(store: Store) {
+    store.create_run(&run("old", 1, &["a"])).await.unwrap();
+    store.create_run(&run("new", 2, &["a"])).await.unwrap();
+    let ids: Vec<String> = store.list_runs(10).await.unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(ids, ["new", "old"]);
+    store.finish_run("old", 5, r#"{"schema":1}"#).await.unwrap();
+    let old = store.get_run("old").await.unwrap();
+    assert_eq!(old.finished_at, Some(5));
+    assert!(matches!(store.get_run("nope").await, Err(StoreError::NoRun(_))));
+    assert!(matches!(store.finish_run("nope", 5, "{}").await, Err(StoreError::NoRun(_))));
+}
+
+#[tokio::test]
+async fn bad_urls_and_unreachable_databases_are_named() {
+    let err = Store::open("mysql://db/argus").await.err().unwrap();
+    assert_eq!(err.to_string(), "the database URL \"mysql://db/argus\" is neither postgres:// nor sqlite:");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let err = Store::open(&format!("postgres://argus:hunter2@127.0.0.1:{port}/argus")).await.err().unwrap();
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("cannot open the database postgres://argus:…@127.0.0.1:{port}/argus: ")),
+        "{message}"
+    );
+    assert!(!message.contains("hunter2"));
+}
