@@ -1,1 +1,2 @@
+pub mod scheduler;
 pub mod store;
