@@ -1,2 +1,10 @@
+//! The coordinator: the one place that decides. It keeps the fleet, expands
+//! runs into attempts, leases them to devices, and records every decision in
+//! the store before acting on it.
+
+pub mod core;
 pub mod scheduler;
+pub mod service;
 pub mod store;
+
+pub use service::serve;

@@ -1,0 +1,825 @@
+//! The coordinator's one owner task: every decision about the fleet, runs
+//! and leases is made here, in order, and written to the store before it is
+//! acted on. gRPC handlers talk to it through [`Handle`].
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use argus_proto::grpc::{self, coordinator_message, run_update};
+use argus_proto::run::{CaseResult, RunCase, RunManifest, totals};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
+use crate::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store, StoreError};
+
+/// How long a lease lives without a heartbeat.
+pub const LEASE_TTL: Duration = Duration::from_secs(20);
+/// How often workers send heartbeats.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// The expected duration of a case nothing is known about.
+pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
+/// How many recent passing attempts the expected duration is the median of.
+pub const HISTORY_WINDOW: u32 = 20;
+
+pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, tonic::Status>>;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Why the coordinator refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NoDevice(String),
+    #[error("no run {0}")]
+    NoRun(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the coordinator is shutting down")]
+    Stopped,
+}
+
+impl From<CoreError> for tonic::Status {
+    fn from(error: CoreError) -> Self {
+        match &error {
+            CoreError::Invalid(m) => tonic::Status::invalid_argument(m.clone()),
+            CoreError::NoDevice(m) => tonic::Status::failed_precondition(m.clone()),
+            CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
+            CoreError::Store(_) => tonic::Status::internal(error.to_string()),
+            CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
+        }
+    }
+}
+
+pub enum Command {
+    WorkerJoined { register: grpc::Register, tx: WorkerTx, reply: oneshot::Sender<String> },
+    WorkerMessage { worker: String, message: grpc::WorkerMessage },
+    WorkerGone { worker: String },
+    Submit { request: grpc::SubmitRequest, reply: oneshot::Sender<Result<grpc::SubmitResponse, CoreError>> },
+    Watch { run_id: String, tx: mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>, reply: oneshot::Sender<Result<(), CoreError>> },
+    Fleet { reply: oneshot::Sender<grpc::ListFleetResponse> },
+    Quarantine { device: String, reason: Option<String>, reply: oneshot::Sender<Result<(), CoreError>> },
+    Drain { worker: String, reply: oneshot::Sender<Result<(), CoreError>> },
+}
+
+/// Talks to the owner task.
+#[derive(Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Handle {
+    pub async fn send(&self, command: Command) -> Result<(), CoreError> {
+        self.tx.send(command).await.map_err(|_| CoreError::Stopped)
+    }
+}
+
+struct Device {
+    id: String,
+    worker: String,
+    info: grpc::Device,
+    caps: Capabilities,
+    lease: Option<String>,
+    quarantine: Option<String>,
+    infra_failures: u32,
+}
+
+struct Worker {
+    id: String,
+    hostname: String,
+    tx: WorkerTx,
+    draining: bool,
+    last_seen: i64,
+}
+
+struct Lease {
+    id: String,
+    run_id: String,
+    case_id: String,
+    attempt: u32,
+    try_no: u32,
+    device: String,
+    worker: String,
+    deadline: Instant,
+}
+
+struct Case {
+    file: String,
+    ordinal: i64,
+    expected_ms: i64,
+    done: bool,
+}
+
+struct Run {
+    id: String,
+    selector: Selector,
+    retries: u32,
+    priority: u32,
+    config_json: String,
+    sources: HashMap<String, String>,
+    cases: HashMap<String, Case>,
+    started_at: i64,
+    watchers: Vec<mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>>,
+    lines: Vec<RunCase>,
+    platform: Option<String>,
+    native: Option<bool>,
+    finished: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Key {
+    run: String,
+    case: String,
+    attempt: u32,
+    try_no: u32,
+}
+
+struct Core {
+    store: Store,
+    workers: HashMap<String, Worker>,
+    devices: HashMap<String, Device>,
+    leases: HashMap<String, Lease>,
+    runs: HashMap<String, Run>,
+    pending: Vec<Pending<Key>>,
+    next_worker: u64,
+    dashboard_url: Option<String>,
+}
+
+/// Starts the owner task over `store`. Attempts that were leased when the
+/// last coordinator stopped are infrastructure failures, queued again.
+pub async fn start(store: Store, dashboard_url: Option<String>) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
+    let mut core = Core {
+        store,
+        workers: HashMap::new(),
+        devices: HashMap::new(),
+        leases: HashMap::new(),
+        runs: HashMap::new(),
+        pending: Vec::new(),
+        next_worker: 0,
+        dashboard_url,
+    };
+    core.recover().await?;
+    let (tx, mut rx) = mpsc::channel::<Command>(1024);
+    let task = tokio::spawn(async move {
+        let mut sweep = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                command = rx.recv() => match command {
+                    Some(command) => core.handle(command).await,
+                    None => break,
+                },
+                _ = sweep.tick() => core.expire_leases().await,
+            }
+        }
+    });
+    Ok((Handle { tx }, task))
+}
+
+impl Core {
+    async fn recover(&mut self) -> Result<(), CoreError> {
+        for row in self.store.open_attempts().await? {
+            if row.state == "leased"
+                && let Some(lease) = &row.lease_id
+            {
+                self.store.revoke_lease(lease, "the coordinator restarted", now_ms()).await?;
+                self.store.queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms()).await?;
+            }
+        }
+        // Runs still going are taken up again once their clients watch them.
+        Ok(())
+    }
+
+    async fn handle(&mut self, command: Command) {
+        match command {
+            Command::WorkerJoined { register, tx, reply } => {
+                // Registered goes out before any lease can.
+                let registered = grpc::Registered { worker_id: String::new(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
+                let id = self.join(register, tx.clone());
+                let registered = grpc::Registered { worker_id: id.clone(), ..registered };
+                let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
+                let _ = reply.send(id);
+                self.dispatch().await;
+            }
+            Command::WorkerMessage { worker, message } => self.on_worker_message(&worker, message).await,
+            Command::WorkerGone { worker } => self.worker_gone(&worker).await,
+            Command::Submit { request, reply } => {
+                let result = self.submit(request).await;
+                let _ = reply.send(result);
+            }
+            Command::Watch { run_id, tx, reply } => {
+                let result = match self.runs.get_mut(&run_id) {
+                    Some(run) => {
+                        for line in &run.lines {
+                            let _ = tx.try_send(Ok(finished_update(line)));
+                        }
+                        if let Some(manifest) = &run.finished {
+                            let _ = tx.try_send(Ok(grpc::RunUpdate {
+                                kind: Some(run_update::Kind::RunFinished(grpc::RunFinished { manifest_json: manifest.clone() })),
+                            }));
+                        } else {
+                            run.watchers.push(tx);
+                        }
+                        Ok(())
+                    }
+                    None => Err(CoreError::NoRun(run_id)),
+                };
+                let _ = reply.send(result);
+            }
+            Command::Fleet { reply } => {
+                let _ = reply.send(self.fleet());
+            }
+            Command::Quarantine { device, reason, reply } => {
+                let result = match self.devices.get_mut(&device) {
+                    Some(d) => {
+                        d.quarantine = reason;
+                        d.caps.quarantined = d.quarantine.is_some();
+                        d.infra_failures = 0;
+                        Ok(())
+                    }
+                    None => Err(CoreError::Invalid(format!("no device {device}"))),
+                };
+                let _ = reply.send(result);
+                self.dispatch().await;
+            }
+            Command::Drain { worker, reply } => {
+                let result = match self.workers.get_mut(&worker) {
+                    Some(w) => {
+                        w.draining = true;
+                        let drain = grpc::Drain { reason: "drained by an operator".into() };
+                        let _ = w.tx.try_send(Ok(message(coordinator_message::Kind::Drain(drain))));
+                        Ok(())
+                    }
+                    None => Err(CoreError::Invalid(format!("no worker {worker}"))),
+                };
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn join(&mut self, register: grpc::Register, tx: WorkerTx) -> String {
+        self.next_worker += 1;
+        let prefix = if register.worker_id_prefix.is_empty() { "worker".to_owned() } else { register.worker_id_prefix.clone() };
+        let mut id = prefix.clone();
+        while self.workers.contains_key(&id) {
+            id = format!("{prefix}-{}", self.next_worker);
+            self.next_worker += 1;
+        }
+        info!(worker = %id, devices = register.devices.len(), hostname = %register.hostname, "worker joined");
+        for device in register.devices {
+            self.update_device(&id, device);
+        }
+        self.workers.insert(
+            id.clone(),
+            Worker { id: id.clone(), hostname: register.hostname, tx, draining: false, last_seen: now_ms() },
+        );
+        id
+    }
+
+    fn update_device(&mut self, worker: &str, info: grpc::Device) {
+        let id = format!("{worker}/{}", info.slot);
+        let hello: Option<Value> = serde_json::from_str(&info.hello_json).ok();
+        let app = hello.as_ref().and_then(|h| h.get("app")).and_then(|a| a.get("name")).and_then(Value::as_str).map(str::to_owned);
+        let platform = hello
+            .as_ref()
+            .and_then(|h| h.get("platform"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| info.platform.clone());
+        let labels = info.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let entry = self.devices.entry(id.clone()).or_insert_with(|| Device {
+            id: id.clone(),
+            worker: worker.to_owned(),
+            info: info.clone(),
+            caps: Capabilities::default(),
+            lease: None,
+            quarantine: None,
+            infra_failures: 0,
+        });
+        entry.caps = Capabilities { platform, labels, app, quarantined: entry.quarantine.is_some() };
+        entry.info = info;
+        entry.worker = worker.to_owned();
+    }
+
+    async fn on_worker_message(&mut self, worker: &str, message: grpc::WorkerMessage) {
+        use argus_proto::grpc::worker_message::Kind;
+        if let Some(w) = self.workers.get_mut(worker) {
+            w.last_seen = now_ms();
+        }
+        match message.kind {
+            Some(Kind::Device(update)) => {
+                if let Some(device) = update.device {
+                    self.update_device(worker, device);
+                    self.dispatch().await;
+                }
+            }
+            Some(Kind::Heartbeat(beat)) => {
+                let deadline = Instant::now() + LEASE_TTL;
+                for id in &beat.lease_ids {
+                    if let Some(lease) = self.leases.get_mut(id)
+                        && lease.worker == worker
+                    {
+                        lease.deadline = deadline;
+                    }
+                }
+                let _ = self.store.extend_leases(&beat.lease_ids, now_ms() + LEASE_TTL.as_millis() as i64).await;
+            }
+            Some(Kind::Attempt(result)) => self.attempt_finished(worker, result).await,
+            Some(Kind::GoingAway(_)) => self.worker_gone(worker).await,
+            Some(Kind::Step(_)) | Some(Kind::Register(_)) | None => {}
+        }
+    }
+
+    async fn worker_gone(&mut self, worker: &str) {
+        if self.workers.remove(worker).is_none() {
+            return;
+        }
+        info!(worker, "worker gone");
+        let leases: Vec<String> = self.leases.values().filter(|l| l.worker == worker).map(|l| l.id.clone()).collect();
+        for lease in leases {
+            self.take_back(&lease, "the worker went away").await;
+        }
+        self.devices.retain(|_, d| d.worker != worker);
+        self.dispatch().await;
+    }
+
+    /// A lease the coordinator ends itself: the attempt is an infrastructure
+    /// failure and runs again, without using the retry budget.
+    async fn take_back(&mut self, lease_id: &str, reason: &str) {
+        let Some(lease) = self.leases.remove(lease_id) else { return };
+        if let Some(device) = self.devices.get_mut(&lease.device) {
+            device.lease = None;
+        }
+        match self.store.revoke_lease(lease_id, reason, now_ms()).await {
+            Ok(Some(_)) => {
+                warn!(lease = lease_id, case = %lease.case_id, reason, "attempt taken back; it runs again");
+                let key = Key { run: lease.run_id.clone(), case: lease.case_id.clone(), attempt: lease.attempt, try_no: lease.try_no + 1 };
+                if self.store.queue(&key.run, &key.case, key.attempt, key.try_no, now_ms()).await.is_ok() {
+                    self.enqueue(key, Some(lease.device.clone()));
+                }
+                self.notify_infra(&lease, reason);
+            }
+            Ok(None) => {}
+            Err(error) => warn!(%error, "cannot revoke a lease"),
+        }
+    }
+
+    fn notify_infra(&mut self, lease: &Lease, reason: &str) {
+        let device = self.device_ref(&lease.device);
+        if let Some(run) = self.runs.get_mut(&lease.run_id) {
+            let line = json!({"id": lease.case_id, "attempt": lease.attempt, "infrastructure": reason});
+            let update = grpc::RunUpdate {
+                kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
+                    run_case_json: line.to_string(),
+                    device: Some(device),
+                    infrastructure_failure: true,
+                })),
+            };
+            run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
+        }
+    }
+
+    fn device_ref(&self, device: &str) -> grpc::DeviceRef {
+        match self.devices.get(device) {
+            Some(d) => grpc::DeviceRef { id: d.id.clone(), platform: d.caps.platform.clone(), worker: d.worker.clone() },
+            None => grpc::DeviceRef { id: device.to_owned(), ..Default::default() },
+        }
+    }
+
+    async fn expire_leases(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<String> = self.leases.values().filter(|l| l.deadline <= now).map(|l| l.id.clone()).collect();
+        for lease in expired {
+            self.take_back(&lease, "the lease expired: no heartbeat").await;
+        }
+        if !self.pending.is_empty() {
+            self.dispatch().await;
+        }
+    }
+
+    fn enqueue(&mut self, key: Key, avoid_device: Option<String>) {
+        let Some(run) = self.runs.get(&key.run) else { return };
+        let Some(case) = run.cases.get(&key.case) else { return };
+        self.pending.push(Pending {
+            run_id: key.run.clone(),
+            expected_ms: case.expected_ms,
+            ordinal: case.ordinal,
+            avoid_device,
+            key,
+        });
+    }
+
+    async fn submit(&mut self, request: grpc::SubmitRequest) -> Result<grpc::SubmitResponse, CoreError> {
+        if request.cases.is_empty() {
+            return Err(CoreError::Invalid("a run needs at least one case file".into()));
+        }
+        let selector = request.selector.clone().map(|s| Selector {
+            platform: (!s.platform.is_empty()).then_some(s.platform),
+            labels: s.labels.into_iter().collect(),
+            app: (!s.app.is_empty()).then_some(s.app),
+        });
+        let selector = selector.unwrap_or_default();
+        if !self.devices.values().any(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() })) {
+            return Err(CoreError::NoDevice(format!(
+                "no device matches {}; the fleet: {}",
+                selector.describe(),
+                self.fleet_summary()
+            )));
+        }
+        let mut parsed = Vec::new();
+        let mut problems = Vec::new();
+        for file in &request.cases {
+            match argus_cases::parse_case(&file.source, &file.path) {
+                Ok(cases) => parsed.extend(cases),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(CoreError::Invalid(problems.join("\n")));
+        }
+        let platform = selector.platform.clone().unwrap_or_default();
+        let mut history = Vec::with_capacity(parsed.len());
+        for case in &parsed {
+            history.push(self.store.expected_ms(&case.id, &platform, HISTORY_WINDOW).await?);
+        }
+        let estimates = scheduler::estimate(&history, DEFAULT_EXPECTED_MS);
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let started_at = now_ms();
+        let manifest = RunManifest::started(iso(started_at));
+        let new_run = NewRun {
+            id: id.clone(),
+            project: if request.project.is_empty() { "default".into() } else { request.project.clone() },
+            branch: (!request.branch.is_empty()).then(|| request.branch.clone()),
+            commit: (!request.commit.is_empty()).then(|| request.commit.clone()),
+            trigger: (!request.trigger.is_empty()).then(|| request.trigger.clone()),
+            selector_json: serde_json::to_string(&selector).unwrap_or_default(),
+            config_json: if request.config_json.is_empty() { "{}".into() } else { request.config_json.clone() },
+            retries: request.retries,
+            priority: request.priority.max(1),
+            started_at,
+            manifest_json: serde_json::to_string(&manifest).unwrap_or_default(),
+            files: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
+            cases: parsed
+                .iter()
+                .zip(&estimates)
+                .enumerate()
+                .map(|(ordinal, (case, (ms, source)))| NewCase {
+                    case_id: case.id.clone(),
+                    file: case.file.clone(),
+                    title: case.title.clone(),
+                    ordinal: ordinal as i64,
+                    expected_ms: *ms,
+                    estimate_source: source.to_string(),
+                })
+                .collect(),
+        };
+        self.store.create_run(&new_run).await?;
+        let run = Run {
+            id: id.clone(),
+            selector,
+            retries: new_run.retries,
+            priority: new_run.priority,
+            config_json: new_run.config_json.clone(),
+            sources: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
+            cases: new_run
+                .cases
+                .iter()
+                .map(|c| (c.case_id.clone(), Case { file: c.file.clone(), ordinal: c.ordinal, expected_ms: c.expected_ms, done: false }))
+                .collect(),
+            started_at,
+            watchers: Vec::new(),
+            lines: Vec::new(),
+            platform: None,
+            native: None,
+            finished: None,
+        };
+        info!(run = %id, cases = run.cases.len(), selector = %run.selector.describe(), "run submitted");
+        let case_ids: Vec<String> = parsed.iter().map(|c| c.id.clone()).collect();
+        self.runs.insert(id.clone(), run);
+        for case in &case_ids {
+            self.enqueue(Key { run: id.clone(), case: case.clone(), attempt: 1, try_no: 1 }, None);
+        }
+        self.dispatch().await;
+        Ok(grpc::SubmitResponse {
+            run_id: id.clone(),
+            case_ids,
+            dashboard_url: self.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
+        })
+    }
+
+    fn fleet_summary(&self) -> String {
+        if self.devices.is_empty() {
+            return "no devices are connected".into();
+        }
+        let mut devices: Vec<String> = self
+            .devices
+            .values()
+            .map(|d| {
+                let app = d.caps.app.as_deref().map(|a| format!(" ({a})")).unwrap_or_default();
+                let quarantine = if d.quarantine.is_some() { " quarantined" } else { "" };
+                format!("{} {}{app}{quarantine}", d.id, d.caps.platform)
+            })
+            .collect();
+        devices.sort();
+        devices.join(", ")
+    }
+
+    /// Leases pending attempts to idle devices, longest expected first and
+    /// in fair share, committing each lease before sending it.
+    async fn dispatch(&mut self) {
+        let mut idle: Vec<String> = self
+            .devices
+            .values()
+            .filter(|d| {
+                d.lease.is_none()
+                    && d.quarantine.is_none()
+                    && d.info.state == grpc::DeviceState::Idle as i32
+                    && self.workers.get(&d.worker).is_some_and(|w| !w.draining)
+            })
+            .map(|d| d.id.clone())
+            .collect();
+        idle.sort();
+        for device_id in idle {
+            if self.pending.is_empty() {
+                return;
+            }
+            let selectors: HashMap<String, Selector> = self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
+            let shares: HashMap<String, Share> = self
+                .runs
+                .values()
+                .map(|r| {
+                    let running = self.leases.values().filter(|l| l.run_id == r.id).count();
+                    (r.id.clone(), Share { priority: r.priority, running })
+                })
+                .collect();
+            let caps = self.devices[&device_id].caps.clone();
+            let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else { continue };
+            let pending = self.pending.remove(index);
+            if let Err(error) = self.lease(&device_id, pending.key.clone()).await {
+                warn!(%error, device = %device_id, "cannot lease; the attempt stays queued");
+                self.pending.insert(index.min(self.pending.len()), pending);
+            }
+        }
+    }
+
+    async fn lease(&mut self, device_id: &str, key: Key) -> Result<(), CoreError> {
+        let device = &self.devices[device_id];
+        let run = &self.runs[&key.run];
+        let case = &run.cases[&key.case];
+        let lease_id = uuid::Uuid::new_v4().simple().to_string();
+        let deadline_ms = now_ms() + LEASE_TTL.as_millis() as i64;
+        self.store
+            .grant_lease(&NewLease {
+                id: lease_id.clone(),
+                run_id: key.run.clone(),
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                try_no: key.try_no,
+                device_id: device_id.to_owned(),
+                worker_id: device.worker.clone(),
+                platform: device.caps.platform.clone(),
+                granted_at: now_ms(),
+                deadline: deadline_ms,
+            })
+            .await?;
+        let message = message(coordinator_message::Kind::Lease(grpc::Lease {
+            lease_id: lease_id.clone(),
+            run_id: key.run.clone(),
+            slot: device.info.slot.clone(),
+            case_id: key.case.clone(),
+            attempt: key.attempt,
+            case_source: run.sources.get(&case.file).cloned().unwrap_or_default(),
+            case_file: case.file.clone(),
+            config_json: run.config_json.clone(),
+            deadline_unix_ms: deadline_ms,
+            traceparent: String::new(),
+        }));
+        let worker = device.worker.clone();
+        self.leases.insert(
+            lease_id.clone(),
+            Lease {
+                id: lease_id.clone(),
+                run_id: key.run.clone(),
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                try_no: key.try_no,
+                device: device_id.to_owned(),
+                worker: worker.clone(),
+                deadline: Instant::now() + LEASE_TTL,
+            },
+        );
+        self.devices.get_mut(device_id).expect("exists").lease = Some(lease_id.clone());
+        let started = grpc::RunUpdate {
+            kind: Some(run_update::Kind::Started(grpc::AttemptStarted {
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                device: Some(self.device_ref(device_id)),
+            })),
+        };
+        if let Some(run) = self.runs.get_mut(&key.run) {
+            run.watchers.retain(|w| w.try_send(Ok(started.clone())).is_ok());
+        }
+        let sent = self.workers.get(&worker).is_some_and(|w| w.tx.try_send(Ok(message)).is_ok());
+        if !sent {
+            // The worker's stream is gone; its loss takes the lease back.
+            self.take_back(&lease_id, "the worker could not be reached").await;
+        }
+        Ok(())
+    }
+
+    async fn attempt_finished(&mut self, worker: &str, result: grpc::AttemptResult) {
+        let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker) else {
+            warn!(lease = %result.lease_id, worker, "result for a lease that is not current; refused");
+            return;
+        };
+        let (run_id, case_id, attempt, try_no, device_id) =
+            (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.try_no, lease.device.clone());
+        let device = self.device_ref(&device_id);
+        let mut line: Option<RunCase> = serde_json::from_str(&result.run_case_json).ok();
+        if let Some(line) = line.as_mut() {
+            line.attempt = attempt;
+            line.extra.insert("device".into(), json!({"id": device.id, "platform": device.platform, "worker": device.worker}));
+        }
+        let infrastructure = result.infrastructure_failure || line.is_none();
+        let outcome = AttemptOutcome {
+            result: line.as_ref().filter(|_| !infrastructure).map(|l| result_name(l.result).to_owned()),
+            infrastructure,
+            error: (!result.error.is_empty()).then(|| result.error.clone()),
+            finished_at: now_ms(),
+            ms: line.as_ref().map_or(0, |l| l.ms as i64),
+            run_case_json: line.as_ref().filter(|_| !infrastructure).map(RunCase::to_line),
+            steps: line
+                .as_ref()
+                .map(|l| {
+                    l.steps
+                        .iter()
+                        .map(|s| StepRow {
+                            step: s.step.clone(),
+                            status: format!("{:?}", s.status).to_lowercase(),
+                            ms: s.ms as i64,
+                            error: s.error.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        match self.store.finish_attempt(&result.lease_id, &outcome).await {
+            Ok(_) => {}
+            Err(StoreError::StaleLease(lease)) => {
+                warn!(%lease, "late result refused (fencing)");
+                return;
+            }
+            Err(error) => {
+                warn!(%error, "cannot record an attempt; it stays leased until its lease expires");
+                return;
+            }
+        }
+        self.leases.remove(&result.lease_id);
+        if let Some(d) = self.devices.get_mut(&device_id) {
+            d.lease = None;
+        }
+        if infrastructure {
+            let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
+            warn!(case = %case_id, reason, "infrastructure failure; the attempt runs again");
+            if let Some(d) = self.devices.get_mut(&device_id) {
+                d.infra_failures += 1;
+                if d.infra_failures >= 3 {
+                    d.quarantine = Some(format!("{} infrastructure failures in a row: {reason}", d.infra_failures));
+                    d.caps.quarantined = true;
+                }
+            }
+            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
+            if self.store.queue(&run_id, &case_id, attempt, try_no + 1, now_ms()).await.is_ok() {
+                self.enqueue(key, Some(device_id.clone()));
+            }
+            let lease = Lease { id: result.lease_id.clone(), run_id, case_id, attempt, try_no, device: device_id, worker: worker.into(), deadline: Instant::now() };
+            self.notify_infra(&lease, reason);
+            self.dispatch().await;
+            return;
+        }
+        if let Some(d) = self.devices.get_mut(&device_id) {
+            d.infra_failures = 0;
+        }
+        let line = line.expect("not an infrastructure failure");
+        let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
+        if let Some(run) = self.runs.get_mut(&run_id) {
+            let update = grpc::RunUpdate {
+                kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
+                    run_case_json: line.to_line(),
+                    device: Some(device.clone()),
+                    infrastructure_failure: false,
+                })),
+            };
+            run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
+            if run.platform.is_none() {
+                run.platform = Some(device.platform.clone());
+                run.native = self.devices.get(&device_id).and_then(|d| {
+                    serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool()
+                });
+            }
+            run.lines.push(line.clone());
+        }
+        if retry {
+            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt: attempt + 1, try_no: 1 };
+            if self.store.queue(&run_id, &case_id, attempt + 1, 1, now_ms()).await.is_ok() {
+                self.enqueue(key, Some(device_id));
+            }
+        } else {
+            let _ = self.store.set_case_result(&run_id, &case_id, result_name(line.result)).await;
+            if let Some(run) = self.runs.get_mut(&run_id)
+                && let Some(case) = run.cases.get_mut(&case_id)
+            {
+                case.done = true;
+            }
+            self.finish_run_if_done(&run_id).await;
+        }
+        self.dispatch().await;
+    }
+
+    async fn finish_run_if_done(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get_mut(run_id) else { return };
+        if run.finished.is_some() || !run.cases.values().all(|c| c.done) {
+            return;
+        }
+        let finished_at = now_ms();
+        let manifest = RunManifest {
+            finished_at: Some(iso(finished_at)),
+            platform: run.platform.clone(),
+            native: run.native,
+            totals: Some(totals(&run.lines)),
+            ..RunManifest::started(iso(run.started_at))
+        };
+        let manifest_json = serde_json::to_string(&manifest).unwrap_or_default();
+        if let Err(error) = self.store.finish_run(run_id, finished_at, &manifest_json).await {
+            warn!(%error, run = run_id, "cannot record the end of a run");
+        }
+        info!(run = run_id, "run finished");
+        let update = grpc::RunUpdate {
+            kind: Some(run_update::Kind::RunFinished(grpc::RunFinished { manifest_json: manifest_json.clone() })),
+        };
+        for watcher in run.watchers.drain(..) {
+            let _ = watcher.try_send(Ok(update.clone()));
+        }
+        run.finished = Some(manifest_json);
+    }
+
+    fn fleet(&self) -> grpc::ListFleetResponse {
+        let mut workers: Vec<grpc::FleetWorker> = self
+            .workers
+            .values()
+            .map(|w| grpc::FleetWorker {
+                id: w.id.clone(),
+                hostname: w.hostname.clone(),
+                connected: true,
+                draining: w.draining,
+                last_seen_unix_ms: w.last_seen,
+            })
+            .collect();
+        workers.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut devices: Vec<grpc::FleetDevice> = self
+            .devices
+            .values()
+            .map(|d| grpc::FleetDevice {
+                id: d.id.clone(),
+                worker: d.worker.clone(),
+                device: Some(d.info.clone()),
+                quarantined: d.quarantine.is_some(),
+                quarantine_reason: d.quarantine.clone().unwrap_or_default(),
+                running_case: d.lease.as_ref().and_then(|l| self.leases.get(l)).map(|l| l.case_id.clone()).unwrap_or_default(),
+            })
+            .collect();
+        devices.sort_by(|a, b| a.id.cmp(&b.id));
+        grpc::ListFleetResponse { workers, devices }
+    }
+}
+
+fn result_name(result: CaseResult) -> &'static str {
+    match result {
+        CaseResult::Passed => "passed",
+        CaseResult::Failed => "failed",
+        CaseResult::Unsupported => "unsupported",
+    }
+}
+
+fn message(kind: coordinator_message::Kind) -> grpc::CoordinatorMessage {
+    grpc::CoordinatorMessage { kind: Some(kind) }
+}
+
+fn finished_update(line: &RunCase) -> grpc::RunUpdate {
+    grpc::RunUpdate {
+        kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
+            run_case_json: line.to_line(),
+            device: None,
+            infrastructure_failure: false,
+        })),
+    }
+}

@@ -1,0 +1,170 @@
+//! The gRPC face of the coordinator: Workers (one stream per worker), Runs
+//! (clients) and Fleet (operators), plus standard health and reflection so
+//! that `grpcurl` works. Each handler forwards to the owner task.
+
+use std::net::SocketAddr;
+
+use argus_proto::grpc::{
+    self, fleet_server::FleetServer, runs_server::RunsServer, worker_message, workers_server::WorkersServer,
+};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::info;
+
+use crate::core::{self, Command, Handle};
+use crate::store::Store;
+
+#[derive(Clone)]
+struct Services {
+    handle: Handle,
+    store: Store,
+}
+
+async fn ask<T>(handle: &Handle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
+    let (reply, answer) = oneshot::channel();
+    handle.send(make(reply)).await?;
+    answer.await.map_err(|_| Status::unavailable("the coordinator is shutting down"))
+}
+
+#[tonic::async_trait]
+impl grpc::workers_server::Workers for Services {
+    type LinkStream = ReceiverStream<Result<grpc::CoordinatorMessage, Status>>;
+
+    async fn link(&self, request: Request<Streaming<grpc::WorkerMessage>>) -> Result<Response<Self::LinkStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = inbound.message().await?.ok_or_else(|| Status::invalid_argument("the worker's stream ended before Register"))?;
+        let Some(worker_message::Kind::Register(register)) = first.kind else {
+            return Err(Status::invalid_argument("the first message on a worker's stream must be Register"));
+        };
+        let (tx, rx) = mpsc::channel(256);
+        let worker = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await?;
+        let handle = self.handle.clone();
+        tokio::spawn(async move {
+            loop {
+                match inbound.message().await {
+                    Ok(Some(message)) => {
+                        if handle.send(Command::WorkerMessage { worker: worker.clone(), message }).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            let _ = handle.send(Command::WorkerGone { worker }).await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+#[tonic::async_trait]
+impl grpc::runs_server::Runs for Services {
+    type WatchStream = ReceiverStream<Result<grpc::RunUpdate, Status>>;
+
+    async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
+        let request = request.into_inner();
+        let response = ask(&self.handle, |reply| Command::Submit { request, reply }).await??;
+        Ok(Response::new(response))
+    }
+
+    async fn watch(&self, request: Request<grpc::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let run_id = request.into_inner().run_id;
+        let (tx, rx) = mpsc::channel(4096);
+        ask(&self.handle, |reply| Command::Watch { run_id, tx, reply }).await??;
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn cancel(&self, _request: Request<grpc::CancelRequest>) -> Result<Response<grpc::CancelResponse>, Status> {
+        Err(Status::unimplemented("cancelling a run is not supported yet: stop its client; its leases end with their deadlines"))
+    }
+
+    async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
+        let run = self.store.get_run(&request.into_inner().run_id).await.map_err(|e| Status::not_found(e.to_string()))?;
+        Ok(Response::new(summary(run)))
+    }
+
+    async fn list(&self, request: Request<grpc::ListRequest>) -> Result<Response<grpc::ListResponse>, Status> {
+        let limit = match request.into_inner().limit {
+            0 => 20,
+            n => n.min(500),
+        };
+        let runs = self.store.list_runs(limit).await.map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(grpc::ListResponse { runs: runs.into_iter().map(summary).collect() }))
+    }
+}
+
+fn summary(run: crate::store::RunRow) -> grpc::RunSummary {
+    grpc::RunSummary {
+        run_id: run.id,
+        manifest_json: run.manifest_json,
+        project: run.project,
+        branch: run.branch.unwrap_or_default(),
+        commit: run.commit_sha.unwrap_or_default(),
+        pending: 0,
+        running: 0,
+    }
+}
+
+#[tonic::async_trait]
+impl grpc::fleet_server::Fleet for Services {
+    async fn list(&self, _request: Request<grpc::ListFleetRequest>) -> Result<Response<grpc::ListFleetResponse>, Status> {
+        Ok(Response::new(ask(&self.handle, |reply| Command::Fleet { reply }).await?))
+    }
+
+    async fn drain(&self, request: Request<grpc::DrainRequest>) -> Result<Response<grpc::DrainResponse>, Status> {
+        let worker = request.into_inner().worker_id;
+        ask(&self.handle, |reply| Command::Drain { worker, reply }).await??;
+        Ok(Response::new(grpc::DrainResponse {}))
+    }
+
+    async fn quarantine(&self, request: Request<grpc::QuarantineRequest>) -> Result<Response<grpc::QuarantineResponse>, Status> {
+        let request = request.into_inner();
+        let reason = if request.reason.is_empty() { "quarantined by an operator".to_owned() } else { request.reason };
+        let device = request.device_id;
+        ask(&self.handle, |reply| Command::Quarantine { device, reason: Some(reason), reply }).await??;
+        Ok(Response::new(grpc::QuarantineResponse {}))
+    }
+
+    async fn release(&self, request: Request<grpc::ReleaseRequest>) -> Result<Response<grpc::ReleaseResponse>, Status> {
+        let device = request.into_inner().device_id;
+        ask(&self.handle, |reply| Command::Quarantine { device, reason: None, reply }).await??;
+        Ok(Response::new(grpc::ReleaseResponse {}))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Core(#[from] core::CoreError),
+    #[error("gRPC reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the gRPC server stopped: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves the coordinator on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, store: Store, shutdown: CancellationToken) -> Result<(), ServeError> {
+    let addr: Option<SocketAddr> = listener.local_addr().ok();
+    let (handle, owner) = core::start(store.clone(), None).await?;
+    let services = Services { handle, store };
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<WorkersServer<Services>>().await;
+    health.set_serving::<RunsServer<Services>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    info!(?addr, "coordinator listening");
+    let result = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(WorkersServer::new(services.clone()))
+        .add_service(RunsServer::new(services.clone()))
+        .add_service(FleetServer::new(services))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled())
+        .await;
+    owner.abort();
+    Ok(result?)
+}
