@@ -100,10 +100,42 @@ impl CasesConfig {
         let value: Value = serde_json::from_str(&text)
             .map_err(|e| CaseError::new(&shown, Some(e.line()), format!("not JSON: {e}")))?;
         let Some(cases) = value.get("cases") else { return Ok(()) };
+        self.apply(cases, path.parent().unwrap_or(Path::new(".")), &shown)
+    }
+
+    /// The `cases` section as JSON (as a run carries it to the grid), its
+    /// paths relative to `root`.
+    pub fn from_json(cases: &Value, root: &Path) -> Result<Self, CaseError> {
+        let mut config = Self::defaults(root);
+        if !cases.is_null() {
+            config.apply(cases, root, "the run's case configuration")?;
+        }
+        Ok(config)
+    }
+
+    /// The `cases` section of the configuration file this project uses, as
+    /// JSON, or `{}`.
+    pub fn section_json(root: &Path, lynkeus_config: Option<&str>) -> Result<Value, CaseError> {
+        let mut section = serde_json::Map::new();
+        let mut files = vec![root.join(CONFIG_FILE)];
+        files.extend(lynkeus_config.filter(|p| !p.is_empty()).map(|p| root.join(p)));
+        for path in files.into_iter().filter(|p| p.exists()) {
+            let shown = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|e| CaseError::new(&shown, None, e.to_string()))?;
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| CaseError::new(&shown, Some(e.line()), format!("not JSON: {e}")))?;
+            if let Some(Value::Object(cases)) = value.get("cases") {
+                section.extend(cases.clone());
+            }
+        }
+        Ok(Value::Object(section))
+    }
+
+    fn apply(&mut self, cases: &Value, dir: &Path, shown: &str) -> Result<(), CaseError> {
+        let shown = shown.to_owned();
         let Value::Object(cases) = cases else {
             return Err(CaseError::new(&shown, None, "`cases` must be an object"));
         };
-        let dir = path.parent().unwrap_or(Path::new("."));
         let bad = |key: &str, e: serde_json::Error| CaseError::new(&shown, None, format!("cases.{key}: {e}"));
         for (key, value) in cases {
             match key.as_str() {

@@ -62,14 +62,39 @@ impl From<CoreError> for tonic::Status {
 }
 
 pub enum Command {
-    WorkerJoined { register: grpc::Register, tx: WorkerTx, reply: oneshot::Sender<String> },
-    WorkerMessage { worker: String, message: grpc::WorkerMessage },
-    WorkerGone { worker: String },
-    Submit { request: grpc::SubmitRequest, reply: oneshot::Sender<Result<grpc::SubmitResponse, CoreError>> },
-    Watch { run_id: String, tx: mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>, reply: oneshot::Sender<Result<(), CoreError>> },
-    Fleet { reply: oneshot::Sender<grpc::ListFleetResponse> },
-    Quarantine { device: String, reason: Option<String>, reply: oneshot::Sender<Result<(), CoreError>> },
-    Drain { worker: String, reply: oneshot::Sender<Result<(), CoreError>> },
+    WorkerJoined {
+        register: grpc::Register,
+        tx: WorkerTx,
+        reply: oneshot::Sender<String>,
+    },
+    WorkerMessage {
+        worker: String,
+        message: grpc::WorkerMessage,
+    },
+    WorkerGone {
+        worker: String,
+    },
+    Submit {
+        request: grpc::SubmitRequest,
+        reply: oneshot::Sender<Result<grpc::SubmitResponse, CoreError>>,
+    },
+    Watch {
+        run_id: String,
+        tx: mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    Fleet {
+        reply: oneshot::Sender<grpc::ListFleetResponse>,
+    },
+    Quarantine {
+        device: String,
+        reason: Option<String>,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    Drain {
+        worker: String,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
 }
 
 /// Talks to the owner task.
@@ -157,7 +182,10 @@ struct Core {
 
 /// Starts the owner task over `store`. Attempts that were leased when the
 /// last coordinator stopped are infrastructure failures, queued again.
-pub async fn start(store: Store, dashboard_url: Option<String>) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
+pub async fn start(
+    store: Store,
+    dashboard_url: Option<String>,
+) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let mut core = Core {
         store,
         workers: HashMap::new(),
@@ -192,7 +220,9 @@ impl Core {
                 && let Some(lease) = &row.lease_id
             {
                 self.store.revoke_lease(lease, "the coordinator restarted", now_ms()).await?;
-                self.store.queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms()).await?;
+                self.store
+                    .queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms())
+                    .await?;
             }
         }
         // Runs still going are taken up again once their clients watch them.
@@ -203,7 +233,8 @@ impl Core {
         match command {
             Command::WorkerJoined { register, tx, reply } => {
                 // Registered goes out before any lease can.
-                let registered = grpc::Registered { worker_id: String::new(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
+                let registered =
+                    grpc::Registered { worker_id: String::new(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
                 let id = self.join(register, tx.clone());
                 let registered = grpc::Registered { worker_id: id.clone(), ..registered };
                 let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
@@ -224,7 +255,9 @@ impl Core {
                         }
                         if let Some(manifest) = &run.finished {
                             let _ = tx.try_send(Ok(grpc::RunUpdate {
-                                kind: Some(run_update::Kind::RunFinished(grpc::RunFinished { manifest_json: manifest.clone() })),
+                                kind: Some(run_update::Kind::RunFinished(grpc::RunFinished {
+                                    manifest_json: manifest.clone(),
+                                })),
                             }));
                         } else {
                             run.watchers.push(tx);
@@ -268,7 +301,8 @@ impl Core {
 
     fn join(&mut self, register: grpc::Register, tx: WorkerTx) -> String {
         self.next_worker += 1;
-        let prefix = if register.worker_id_prefix.is_empty() { "worker".to_owned() } else { register.worker_id_prefix.clone() };
+        let prefix =
+            if register.worker_id_prefix.is_empty() { "worker".to_owned() } else { register.worker_id_prefix.clone() };
         let mut id = prefix.clone();
         while self.workers.contains_key(&id) {
             id = format!("{prefix}-{}", self.next_worker);
@@ -288,7 +322,12 @@ impl Core {
     fn update_device(&mut self, worker: &str, info: grpc::Device) {
         let id = format!("{worker}/{}", info.slot);
         let hello: Option<Value> = serde_json::from_str(&info.hello_json).ok();
-        let app = hello.as_ref().and_then(|h| h.get("app")).and_then(|a| a.get("name")).and_then(Value::as_str).map(str::to_owned);
+        let app = hello
+            .as_ref()
+            .and_then(|h| h.get("app"))
+            .and_then(|a| a.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let platform = hello
             .as_ref()
             .and_then(|h| h.get("platform"))
@@ -362,7 +401,12 @@ impl Core {
         match self.store.revoke_lease(lease_id, reason, now_ms()).await {
             Ok(Some(_)) => {
                 warn!(lease = lease_id, case = %lease.case_id, reason, "attempt taken back; it runs again");
-                let key = Key { run: lease.run_id.clone(), case: lease.case_id.clone(), attempt: lease.attempt, try_no: lease.try_no + 1 };
+                let key = Key {
+                    run: lease.run_id.clone(),
+                    case: lease.case_id.clone(),
+                    attempt: lease.attempt,
+                    try_no: lease.try_no + 1,
+                };
                 if self.store.queue(&key.run, &key.case, key.attempt, key.try_no, now_ms()).await.is_ok() {
                     self.enqueue(key, Some(lease.device.clone()));
                 }
@@ -390,7 +434,9 @@ impl Core {
 
     fn device_ref(&self, device: &str) -> grpc::DeviceRef {
         match self.devices.get(device) {
-            Some(d) => grpc::DeviceRef { id: d.id.clone(), platform: d.caps.platform.clone(), worker: d.worker.clone() },
+            Some(d) => {
+                grpc::DeviceRef { id: d.id.clone(), platform: d.caps.platform.clone(), worker: d.worker.clone() }
+            }
             None => grpc::DeviceRef { id: device.to_owned(), ..Default::default() },
         }
     }
@@ -428,7 +474,11 @@ impl Core {
             app: (!s.app.is_empty()).then_some(s.app),
         });
         let selector = selector.unwrap_or_default();
-        if !self.devices.values().any(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() })) {
+        if !self
+            .devices
+            .values()
+            .any(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() }))
+        {
             return Err(CoreError::NoDevice(format!(
                 "no device matches {}; the fleet: {}",
                 selector.describe(),
@@ -493,7 +543,12 @@ impl Core {
             cases: new_run
                 .cases
                 .iter()
-                .map(|c| (c.case_id.clone(), Case { file: c.file.clone(), ordinal: c.ordinal, expected_ms: c.expected_ms, done: false }))
+                .map(|c| {
+                    (
+                        c.case_id.clone(),
+                        Case { file: c.file.clone(), ordinal: c.ordinal, expected_ms: c.expected_ms, done: false },
+                    )
+                })
                 .collect(),
             started_at,
             watchers: Vec::new(),
@@ -552,7 +607,8 @@ impl Core {
             if self.pending.is_empty() {
                 return;
             }
-            let selectors: HashMap<String, Selector> = self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
+            let selectors: HashMap<String, Selector> =
+                self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
             let shares: HashMap<String, Share> = self
                 .runs
                 .values()
@@ -562,7 +618,9 @@ impl Core {
                 })
                 .collect();
             let caps = self.devices[&device_id].caps.clone();
-            let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else { continue };
+            let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else {
+                continue;
+            };
             let pending = self.pending.remove(index);
             if let Err(error) = self.lease(&device_id, pending.key.clone()).await {
                 warn!(%error, device = %device_id, "cannot lease; the attempt stays queued");
@@ -647,7 +705,10 @@ impl Core {
         let mut line: Option<RunCase> = serde_json::from_str(&result.run_case_json).ok();
         if let Some(line) = line.as_mut() {
             line.attempt = attempt;
-            line.extra.insert("device".into(), json!({"id": device.id, "platform": device.platform, "worker": device.worker}));
+            line.extra.insert(
+                "device".into(),
+                json!({"id": device.id, "platform": device.platform, "worker": device.worker}),
+            );
         }
         let infrastructure = result.infrastructure_failure || line.is_none();
         let outcome = AttemptOutcome {
@@ -701,7 +762,16 @@ impl Core {
             if self.store.queue(&run_id, &case_id, attempt, try_no + 1, now_ms()).await.is_ok() {
                 self.enqueue(key, Some(device_id.clone()));
             }
-            let lease = Lease { id: result.lease_id.clone(), run_id, case_id, attempt, try_no, device: device_id, worker: worker.into(), deadline: Instant::now() };
+            let lease = Lease {
+                id: result.lease_id.clone(),
+                run_id,
+                case_id,
+                attempt,
+                try_no,
+                device: device_id,
+                worker: worker.into(),
+                deadline: Instant::now(),
+            };
             self.notify_infra(&lease, reason);
             self.dispatch().await;
             return;
@@ -722,9 +792,10 @@ impl Core {
             run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
             if run.platform.is_none() {
                 run.platform = Some(device.platform.clone());
-                run.native = self.devices.get(&device_id).and_then(|d| {
-                    serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool()
-                });
+                run.native = self
+                    .devices
+                    .get(&device_id)
+                    .and_then(|d| serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool());
             }
             run.lines.push(line.clone());
         }
@@ -794,7 +865,12 @@ impl Core {
                 device: Some(d.info.clone()),
                 quarantined: d.quarantine.is_some(),
                 quarantine_reason: d.quarantine.clone().unwrap_or_default(),
-                running_case: d.lease.as_ref().and_then(|l| self.leases.get(l)).map(|l| l.case_id.clone()).unwrap_or_default(),
+                running_case: d
+                    .lease
+                    .as_ref()
+                    .and_then(|l| self.leases.get(l))
+                    .map(|l| l.case_id.clone())
+                    .unwrap_or_default(),
             })
             .collect();
         devices.sort_by(|a, b| a.id.cmp(&b.id));

@@ -33,9 +33,15 @@ async fn ask<T>(handle: &Handle, make: impl FnOnce(oneshot::Sender<T>) -> Comman
 impl grpc::workers_server::Workers for Services {
     type LinkStream = ReceiverStream<Result<grpc::CoordinatorMessage, Status>>;
 
-    async fn link(&self, request: Request<Streaming<grpc::WorkerMessage>>) -> Result<Response<Self::LinkStream>, Status> {
+    async fn link(
+        &self,
+        request: Request<Streaming<grpc::WorkerMessage>>,
+    ) -> Result<Response<Self::LinkStream>, Status> {
         let mut inbound = request.into_inner();
-        let first = inbound.message().await?.ok_or_else(|| Status::invalid_argument("the worker's stream ended before Register"))?;
+        let first = inbound
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("the worker's stream ended before Register"))?;
         let Some(worker_message::Kind::Register(register)) = first.kind else {
             return Err(Status::invalid_argument("the first message on a worker's stream must be Register"));
         };
@@ -77,11 +83,14 @@ impl grpc::runs_server::Runs for Services {
     }
 
     async fn cancel(&self, _request: Request<grpc::CancelRequest>) -> Result<Response<grpc::CancelResponse>, Status> {
-        Err(Status::unimplemented("cancelling a run is not supported yet: stop its client; its leases end with their deadlines"))
+        Err(Status::unimplemented(
+            "cancelling a run is not supported yet: stop its client; its leases end with their deadlines",
+        ))
     }
 
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
-        let run = self.store.get_run(&request.into_inner().run_id).await.map_err(|e| Status::not_found(e.to_string()))?;
+        let run =
+            self.store.get_run(&request.into_inner().run_id).await.map_err(|e| Status::not_found(e.to_string()))?;
         Ok(Response::new(summary(run)))
     }
 
@@ -109,7 +118,10 @@ fn summary(run: crate::store::RunRow) -> grpc::RunSummary {
 
 #[tonic::async_trait]
 impl grpc::fleet_server::Fleet for Services {
-    async fn list(&self, _request: Request<grpc::ListFleetRequest>) -> Result<Response<grpc::ListFleetResponse>, Status> {
+    async fn list(
+        &self,
+        _request: Request<grpc::ListFleetRequest>,
+    ) -> Result<Response<grpc::ListFleetResponse>, Status> {
         Ok(Response::new(ask(&self.handle, |reply| Command::Fleet { reply }).await?))
     }
 
@@ -119,7 +131,10 @@ impl grpc::fleet_server::Fleet for Services {
         Ok(Response::new(grpc::DrainResponse {}))
     }
 
-    async fn quarantine(&self, request: Request<grpc::QuarantineRequest>) -> Result<Response<grpc::QuarantineResponse>, Status> {
+    async fn quarantine(
+        &self,
+        request: Request<grpc::QuarantineRequest>,
+    ) -> Result<Response<grpc::QuarantineResponse>, Status> {
         let request = request.into_inner();
         let reason = if request.reason.is_empty() { "quarantined by an operator".to_owned() } else { request.reason };
         let device = request.device_id;

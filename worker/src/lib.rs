@@ -1,1 +1,5 @@
+//! The worker: one lynkeus driver per device slot, and the link to the
+//! coordinator that leases it attempts.
+
 pub mod driver;
+pub mod link;

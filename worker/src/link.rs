@@ -1,0 +1,279 @@
+//! A worker: one driver per device slot, and one gRPC stream to the
+//! coordinator over which it reports its devices and runs the attempts it is
+//! leased. The drivers stay up while the coordinator is away; the stream is
+//! dialed again with backoff.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use argus_cases::runner::{RunContext, run_attempt};
+use argus_cases::{CasesConfig, parse_case};
+use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
+use argus_proto::run::StepStatus;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
+
+/// One device: a driver port and the app that dials it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotConfig {
+    pub name: String,
+    pub port: u16,
+    pub platform: String,
+    /// The address the app dials: 127.0.0.1 (iOS simulator) or 10.0.2.2
+    /// (Android emulator).
+    pub bridge: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl SlotConfig {
+    /// A slot for `port`, named after it, with the bridge its platform dials.
+    pub fn for_port(port: u16, platform: &str) -> Self {
+        let bridge = if platform == "android" { "10.0.2.2" } else { "127.0.0.1" };
+        Self { name: port.to_string(), port, platform: platform.into(), bridge: bridge.into(), labels: BTreeMap::new() }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// `http://host:port` of the coordinator's gRPC port.
+    pub coordinator: String,
+    pub name: String,
+    /// Where the drivers listen (loopback by default).
+    pub host: String,
+    /// The apps' token, if they have one.
+    pub app_token: Option<String>,
+    pub slots: Vec<SlotConfig>,
+}
+
+struct Slot {
+    config: SlotConfig,
+    driver: Arc<Driver>,
+    busy: Mutex<bool>,
+}
+
+impl Slot {
+    fn device(&self) -> grpc::Device {
+        let hello = self.driver.hello();
+        let state = match (self.driver.connected(), *self.busy.lock().unwrap_or_else(|p| p.into_inner())) {
+            (true, true) => grpc::DeviceState::Busy,
+            (true, false) => grpc::DeviceState::Idle,
+            (false, _) if hello.is_none() => grpc::DeviceState::Waiting,
+            (false, _) => grpc::DeviceState::Disconnected,
+        };
+        grpc::Device {
+            slot: self.config.name.clone(),
+            port: u32::from(self.config.port),
+            platform: self.config.platform.clone(),
+            bridge: self.config.bridge.clone(),
+            labels: self.config.labels.clone().into_iter().collect(),
+            udid: String::new(),
+            serial: String::new(),
+            state: state as i32,
+            hello_json: hello.map(|h| serde_json::to_string(&*h).unwrap_or_default()).unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("slot {slot}: {source}")]
+    Listen { slot: String, source: ListenError },
+    #[error("a worker needs at least one device slot")]
+    NoSlots,
+}
+
+/// Starts the drivers and keeps a stream to the coordinator until `cancel`.
+pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), WorkerError> {
+    if config.slots.is_empty() {
+        return Err(WorkerError::NoSlots);
+    }
+    let mut slots = Vec::new();
+    for slot in &config.slots {
+        let driver = Driver::listen(DriverConfig {
+            host: config.host.clone(),
+            port: slot.port,
+            token: config.app_token.clone(),
+            ..DriverConfig::default()
+        })
+        .await
+        .map_err(|source| WorkerError::Listen { slot: slot.name.clone(), source })?;
+        info!(slot = %slot.name, port = slot.port, platform = %slot.platform, dial = %format!("ws://{}:{}", slot.bridge, slot.port), "device slot ready");
+        slots.push(Arc::new(Slot { config: slot.clone(), driver: Arc::new(driver), busy: Mutex::new(false) }));
+    }
+    let slots = Arc::new(slots);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let linked = tokio::select! {
+            _ = cancel.cancelled() => break,
+            linked = link(&config, &slots, &cancel) => linked,
+        };
+        match linked {
+            Ok(()) => break,
+            Err(error) => {
+                warn!(coordinator = %config.coordinator, %error, retry_ms = backoff.as_millis() as u64, "no link to the coordinator; the drivers keep serving");
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+    for slot in slots.iter() {
+        slot.driver.close().await;
+    }
+    Ok(())
+}
+
+/// One stream to the coordinator, until it ends (an error) or `cancel` (Ok).
+async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &CancellationToken) -> Result<(), String> {
+    let mut client = WorkersClient::connect(config.coordinator.clone()).await.map_err(|e| e.to_string())?;
+    // Listen for device changes before the snapshot, so that none falls between.
+    let mut events: Vec<_> = slots.iter().map(|s| s.driver.events()).collect();
+    let (out, outbound) = mpsc::channel::<grpc::WorkerMessage>(1024);
+    let send = |kind: worker_message::Kind| grpc::WorkerMessage { kind: Some(kind) };
+    let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    let register = grpc::Register {
+        worker_id_prefix: config.name.clone(),
+        hostname,
+        version: env!("CARGO_PKG_VERSION").into(),
+        devices: slots.iter().map(|s| s.device()).collect(),
+        labels: Default::default(),
+    };
+    out.send(send(worker_message::Kind::Register(register))).await.map_err(|e| e.to_string())?;
+    let mut inbound =
+        client.link(ReceiverStream::new(outbound)).await.map_err(|e| e.message().to_owned())?.into_inner();
+    let (changed_tx, mut changed) = mpsc::channel::<usize>(256);
+    let link_cancel = cancel.child_token();
+    let _stop_watchers = link_cancel.clone().drop_guard();
+    for (index, mut rx) in events.drain(..).enumerate() {
+        let changed_tx = changed_tx.clone();
+        let stop = link_cancel.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    event = rx.recv() => match event {
+                        Ok(DriverEvent::Navigation(_)) => {}
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            if changed_tx.send(index).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+    }
+    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => {
+                let _ = out.send(send(worker_message::Kind::GoingAway(grpc::GoingAway { reason: "the worker is stopping".into() }))).await;
+                return Ok(());
+            }
+            Some(index) = changed.recv() => {
+                let device = slots[index].device();
+                out.send(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) }))).await.map_err(|e| e.to_string())?;
+            }
+            _ = heartbeat.tick() => {
+                let lease_ids: Vec<String> = running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+                out.send(send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids }))).await.map_err(|e| e.to_string())?;
+            }
+            message = inbound.message() => {
+                let message = message.map_err(|e| e.message().to_owned())?.ok_or("the coordinator ended the stream")?;
+                match message.kind {
+                    Some(coordinator_message::Kind::Registered(registered)) => {
+                        info!(worker = %registered.worker_id, "registered with the coordinator");
+                    }
+                    Some(coordinator_message::Kind::Lease(lease)) if !draining => {
+                        let Some(slot) = slots.iter().find(|s| s.config.name == lease.slot).cloned() else {
+                            warn!(slot = %lease.slot, "lease for a slot this worker does not have");
+                            continue;
+                        };
+                        running.lock().unwrap_or_else(|p| p.into_inner()).insert(lease.lease_id.clone());
+                        let (out, running, index) = (out.clone(), running.clone(), slots.iter().position(|s| Arc::ptr_eq(s, &slot)).unwrap_or(0));
+                        let changed_tx = changed_tx.clone();
+                        tokio::spawn(async move {
+                            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                            let _ = changed_tx.send(index).await;
+                            let result = run_lease(&slot, &lease).await;
+                            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
+                            running.lock().unwrap_or_else(|p| p.into_inner()).remove(&lease.lease_id);
+                            let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
+                            let _ = changed_tx.send(index).await;
+                        });
+                    }
+                    Some(coordinator_message::Kind::Lease(lease)) => {
+                        warn!(lease = %lease.lease_id, "draining: lease not taken");
+                    }
+                    Some(coordinator_message::Kind::Drain(drain)) => {
+                        info!(reason = %drain.reason, "draining: current attempts finish, no new ones start");
+                        draining = true;
+                    }
+                    Some(coordinator_message::Kind::Cancel(_)) | Some(coordinator_message::Kind::Keepalive(_)) | None => {}
+                }
+            }
+        }
+    }
+}
+
+/// Errors that mean the device, not the case, failed.
+const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call", "Agent server closed"];
+
+/// Runs one leased attempt on its slot's driver.
+async fn run_lease(slot: &Slot, lease: &grpc::Lease) -> grpc::AttemptResult {
+    let infra = |error: String| grpc::AttemptResult {
+        lease_id: lease.lease_id.clone(),
+        run_case_json: String::new(),
+        infrastructure_failure: true,
+        error,
+    };
+    let case = match parse_case(&lease.case_source, &lease.case_file) {
+        Ok(cases) => match cases.into_iter().find(|c| c.id == lease.case_id) {
+            Some(case) => case,
+            None => return infra(format!("{}: no case {} in it", lease.case_file, lease.case_id)),
+        },
+        Err(error) => return infra(error.to_string()),
+    };
+    let config_value: serde_json::Value = serde_json::from_str(&lease.config_json).unwrap_or_default();
+    let config = match CasesConfig::from_json(&config_value, Path::new(".")) {
+        Ok(config) => config,
+        Err(error) => return infra(error.to_string()),
+    };
+    // Fixtures run where the suite lives; a worker does not have them.
+    let context = RunContext {
+        config: CasesConfig { fixtures: None, ..config },
+        fixtures: None,
+        collect_events: true,
+        keep_going: false,
+    };
+    let driver = slot.driver.as_ref();
+    if let Err(error) = driver.call("reset", None, Duration::from_secs(20)).await
+        && error.code().is_none_or(|c| c != "timeout")
+        && INFRASTRUCTURE.iter().any(|m| error.to_string().starts_with(m))
+    {
+        return infra(format!("reset: {error}"));
+    }
+    let attempt = run_attempt(driver, &case, lease.attempt, &context).await;
+    let lost = attempt.steps.iter().find_map(|s| {
+        let error = s.error.as_deref()?;
+        (s.status == StepStatus::Failed && INFRASTRUCTURE.iter().any(|m| error.contains(m)))
+            .then(|| format!("{}: {error}", s.step))
+    });
+    grpc::AttemptResult {
+        lease_id: lease.lease_id.clone(),
+        run_case_json: attempt.to_line(),
+        infrastructure_failure: lost.is_some(),
+        error: lost.unwrap_or_default(),
+    }
+}

@@ -1,0 +1,185 @@
+//! The grid over real sockets: a coordinator on SQLite, workers with driver
+//! slots, simulated apps dialing them, and a client submitting a run over
+//! gRPC and watching it to the end.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use argus_coordinator::store::Store;
+use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
+use argus_proto::run::{CaseResult, RunCase, RunManifest};
+use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use common::Sim;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+struct Grid {
+    url: String,
+    cancel: CancellationToken,
+    sims: Vec<Sim>,
+    workers: Vec<CancellationToken>,
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        for worker in &self.workers {
+            worker.cancel();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn coordinator() -> (String, CancellationToken) {
+    let db = std::env::temp_dir().join(format!("argus-grid-{}-{}.db", std::process::id(), free_port()));
+    let store = Store::open(&format!("sqlite:{}", db.display())).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    (url, cancel)
+}
+
+/// A worker with `devices` slots, each with a simulated app dialing it.
+fn worker(grid: &mut Grid, name: &str, devices: usize) -> CancellationToken {
+    let ports: Vec<u16> = (0..devices).map(|_| free_port()).collect();
+    let config = WorkerConfig {
+        coordinator: grid.url.clone(),
+        name: name.into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(link::run(config, cancel.clone()));
+    for port in ports {
+        grid.sims.push(Sim::start(port, None));
+    }
+    grid.workers.push(cancel.clone());
+    cancel
+}
+
+async fn grid() -> Grid {
+    let (url, cancel) = coordinator().await;
+    Grid { url, cancel, sims: Vec::new(), workers: Vec::new() }
+}
+
+/// `n` cases: a matrix over the shop's screens, a few seconds of work.
+fn suite(n: usize) -> Vec<grpc::CaseFile> {
+    let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    let source = format!(
+        "---\nid: browse\nmatrix: {{ n: [{}] }}\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.wait: Feed\n  - app.see: \"Bo's chair\"\n  - app.back\n",
+        items.join(", ")
+    );
+    vec![grpc::CaseFile { path: "cases/browse.md".into(), source }]
+}
+
+async fn wait_for_devices(url: &str, count: usize) {
+    let mut fleet = grpc::fleet_client::FleetClient::connect(url.to_owned()).await.unwrap();
+    for _ in 0..200 {
+        let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
+        let idle = list
+            .devices
+            .iter()
+            .filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32))
+            .count();
+        if idle >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{count} devices did not come up");
+}
+
+/// Submits and watches to the end: every finished attempt, and the manifest.
+async fn run_to_end(url: &str, request: grpc::SubmitRequest) -> (Vec<RunCase>, Vec<String>, RunManifest) {
+    let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
+    let submitted = runs.submit(request).await.unwrap().into_inner();
+    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone() }).await.unwrap().into_inner();
+    let (mut lines, mut infra) = (Vec::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let update =
+            tokio::time::timeout_at(deadline, updates.message()).await.expect("the run ends in time").unwrap().unwrap();
+        match update.kind {
+            Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
+                infra.push(finished.run_case_json)
+            }
+            Some(run_update::Kind::Finished(finished)) => {
+                lines.push(serde_json::from_str(&finished.run_case_json).unwrap())
+            }
+            Some(run_update::Kind::RunFinished(done)) => {
+                return (lines, infra, serde_json::from_str(&done.manifest_json).unwrap());
+            }
+            _ => {}
+        }
+    }
+}
+
+fn request(cases: Vec<grpc::CaseFile>) -> grpc::SubmitRequest {
+    grpc::SubmitRequest {
+        cases,
+        selector: Some(grpc::Selector { platform: "ios".into(), ..Default::default() }),
+        retries: 1,
+        project: "shop".into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_cases_sharded_over_eight_devices_on_two_workers() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 4);
+    worker(&mut grid, "w2", 4);
+    wait_for_devices(&grid.url, 8).await;
+    let (lines, infra, manifest) = run_to_end(&grid.url, request(suite(40))).await;
+    assert!(infra.is_empty(), "{infra:?}");
+    assert_eq!(lines.len(), 40, "exactly one result per case");
+    let mut per_case: HashMap<&str, usize> = HashMap::new();
+    let mut per_device: HashMap<String, usize> = HashMap::new();
+    for line in &lines {
+        *per_case.entry(&line.id).or_default() += 1;
+        assert_eq!(line.result, CaseResult::Passed, "{}", line.to_line());
+        let device = line.extra["device"]["id"].as_str().unwrap().to_owned();
+        *per_device.entry(device).or_default() += 1;
+    }
+    assert_eq!(per_case.len(), 40);
+    assert!(per_device.len() >= 6, "sharded over the fleet: {per_device:?}");
+    let totals = manifest.totals.unwrap();
+    assert_eq!((totals.cases, totals.passed, totals.failed), (40, 40, 0));
+    assert_eq!(manifest.platform.as_deref(), Some("ios"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_no_device_matches_is_refused_naming_the_fleet() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 1);
+    wait_for_devices(&grid.url, 1).await;
+    let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
+    let mut request = request(suite(2));
+    request.selector = Some(grpc::Selector { platform: "android".into(), ..Default::default() });
+    let status = runs.submit(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert!(status.message().starts_with("no device matches platform=android; the fleet: w1/"), "{}", status.message());
+    assert!(status.message().contains(" ios (Shop)"), "{}", status.message());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_case_is_retried_and_both_attempts_are_reported() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 2);
+    wait_for_devices(&grid.url, 2).await;
+    let red = grpc::CaseFile {
+        path: "cases/red.md".into(),
+        source: "---\nid: red\n---\nsteps:\n  - app.see: { text: Goodbye, timeoutMs: 100 }\n".into(),
+    };
+    let (lines, _, manifest) = run_to_end(&grid.url, request(vec![red])).await;
+    let attempts: Vec<(u32, CaseResult)> = lines.iter().map(|l| (l.attempt, l.result)).collect();
+    assert_eq!(attempts, [(1, CaseResult::Failed), (2, CaseResult::Failed)]);
+    assert_eq!(manifest.totals.unwrap().failed, 1);
+}
