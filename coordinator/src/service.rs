@@ -49,14 +49,9 @@ impl grpc::workers_server::Workers for Services {
         let worker = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await?;
         let handle = self.handle.clone();
         tokio::spawn(async move {
-            loop {
-                match inbound.message().await {
-                    Ok(Some(message)) => {
-                        if handle.send(Command::WorkerMessage { worker: worker.clone(), message }).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) | Err(_) => break,
+            while let Ok(Some(message)) = inbound.message().await {
+                if handle.send(Command::WorkerMessage { worker: worker.clone(), message }).await.is_err() {
+                    return;
                 }
             }
             let _ = handle.send(Command::WorkerGone { worker }).await;
