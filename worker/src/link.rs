@@ -55,11 +55,18 @@ struct Slot {
     config: SlotConfig,
     driver: Arc<Driver>,
     busy: Mutex<bool>,
+    /// The last hello an app sent on this slot: kept after it leaves, so the
+    /// device is shown as disconnected rather than never seen.
+    last_hello: Mutex<Option<Arc<argus_proto::wire::Hello>>>,
 }
 
 impl Slot {
     fn device(&self) -> grpc::Device {
-        let hello = self.driver.hello();
+        let mut last = self.last_hello.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hello) = self.driver.hello() {
+            *last = Some(hello);
+        }
+        let hello = last.clone();
         let state = match (self.driver.connected(), *self.busy.lock().unwrap_or_else(|p| p.into_inner())) {
             (true, true) => grpc::DeviceState::Busy,
             (true, false) => grpc::DeviceState::Idle,
@@ -104,7 +111,12 @@ pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), 
         .await
         .map_err(|source| WorkerError::Listen { slot: slot.name.clone(), source })?;
         info!(slot = %slot.name, port = slot.port, platform = %slot.platform, dial = %format!("ws://{}:{}", slot.bridge, slot.port), "device slot ready");
-        slots.push(Arc::new(Slot { config: slot.clone(), driver: Arc::new(driver), busy: Mutex::new(false) }));
+        slots.push(Arc::new(Slot {
+            config: slot.clone(),
+            driver: Arc::new(driver),
+            busy: Mutex::new(false),
+            last_hello: Mutex::new(None),
+        }));
     }
     let slots = Arc::new(slots);
     let mut backoff = Duration::from_millis(100);

@@ -183,3 +183,88 @@ async fn a_failing_case_is_retried_and_both_attempts_are_reported() {
     assert_eq!(attempts, [(1, CaseResult::Failed), (2, CaseResult::Failed)]);
     assert_eq!(manifest.totals.unwrap().failed, 1);
 }
+
+/// `n` cases of about `ms` each.
+fn slow_suite(n: usize, ms: u64) -> Vec<grpc::CaseFile> {
+    let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    let source = format!(
+        "---\nid: slow\nmatrix: {{ n: [{}] }}\n---\nsteps:\n  - app.see: \"#title\"\n  - app.wait: {ms}\n  - app.see: \"#title\"\n",
+        items.join(", ")
+    );
+    vec![grpc::CaseFile { path: "cases/slow.md".into(), source }]
+}
+
+fn check_one_final_result_each(lines: &[RunCase], cases: usize) {
+    let mut last: HashMap<&str, &RunCase> = HashMap::new();
+    for line in lines {
+        let previous = last.insert(&line.id, line);
+        if let Some(previous) = previous {
+            assert!(line.attempt > previous.attempt, "{} reported twice for attempt {}", line.id, line.attempt);
+        }
+    }
+    assert_eq!(last.len(), cases, "every case has a result");
+    assert!(last.values().all(|l| l.result == CaseResult::Passed), "{lines:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_run_loses_nothing() {
+    let mut grid = grid().await;
+    // w1's link runs in a task the test can abort, as a kill would end it.
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let config = WorkerConfig {
+        coordinator: grid.url.clone(),
+        name: "w1".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+    };
+    let doomed = tokio::spawn(link::run(config, CancellationToken::new()));
+    for port in ports {
+        grid.sims.push(Sim::start(port, None));
+    }
+    worker(&mut grid, "w2", 2);
+    wait_for_devices(&grid.url, 4).await;
+    let url = grid.url.clone();
+    let run = tokio::spawn(async move { run_to_end(&url, request(slow_suite(12, 400))).await });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let killed_at = tokio::time::Instant::now();
+    doomed.abort();
+    let (lines, infra, manifest) = run.await.unwrap();
+    assert!(killed_at.elapsed() < Duration::from_secs(30), "the rest finished within 30 s");
+    assert!(!infra.is_empty(), "the killed worker's attempts were taken back");
+    check_one_final_result_each(&lines, 12);
+    assert!(lines.iter().all(|l| l.extra["device"]["worker"] == "w2" || l.extra["device"]["worker"] == "w1"));
+    assert_eq!(manifest.totals.unwrap().passed, 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_that_leaves_for_good_hands_its_attempt_to_another_device() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 2);
+    wait_for_devices(&grid.url, 2).await;
+    let url = grid.url.clone();
+    let run = tokio::spawn(async move { run_to_end(&url, request(slow_suite(4, 1_500))).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // One app goes away mid-attempt and never comes back.
+    grid.sims[0].stop();
+    let (lines, infra, _) = run.await.unwrap();
+    assert!(!infra.is_empty(), "its attempt was an infrastructure failure");
+    check_one_final_result_each(&lines, 4);
+    let mut fleet = grpc::fleet_client::FleetClient::connect(grid.url.clone()).await.unwrap();
+    let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
+    let states: Vec<i32> = devices.iter().filter_map(|d| d.device.as_ref().map(|d| d.state)).collect();
+    assert!(states.contains(&(grpc::DeviceState::Disconnected as i32)), "the device is marked: {states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_share_one_fleet_and_both_finish() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 3);
+    wait_for_devices(&grid.url, 3).await;
+    let (a, b) = (grid.url.clone(), grid.url.clone());
+    let first = tokio::spawn(async move { run_to_end(&a, request(suite(10))).await });
+    let second = tokio::spawn(async move { run_to_end(&b, request(slow_suite(6, 100))).await });
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    check_one_final_result_each(&first.0, 10);
+    check_one_final_result_each(&second.0, 6);
+}
