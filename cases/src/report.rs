@@ -64,6 +64,15 @@ impl RunDir {
     }
 }
 
+impl RunDir {
+    /// Rewrites `run.json` with a manifest made elsewhere (the coordinator's).
+    pub fn finish_with(&mut self, manifest: &RunManifest) -> Result<(), String> {
+        self.manifest = manifest.clone();
+        let path = self.dir.join(MANIFEST_FILE);
+        std::fs::write(&path, self.manifest.to_json_pretty()).map_err(|e| io_error(&path, e))
+    }
+}
+
 /// JUnit XML: one test case per case, from its last attempt; a failed first
 /// attempt of a case that then passed is a flaky run; unsupported is skipped.
 pub fn junit(suite_name: &str, attempts: &[RunCase]) -> String {

@@ -2,7 +2,10 @@
 
 mod call;
 mod cases;
+mod demo;
 mod endpoint;
+mod grid;
+mod run;
 mod sim;
 mod telemetry;
 
@@ -23,9 +26,25 @@ enum Command {
     Sim(sim::Args),
     /// Start a driver, wait for an app, make one call and print its result.
     Call(call::Args),
-    /// Check and run lynkeus case files.
+    /// Check and run lynkeus case files on one device.
     #[command(subcommand)]
     Cases(cases::Command),
+    /// A whole grid with simulated devices, running a 42-case suite.
+    Demo(demo::DemoArgs),
+    /// Run a suite on the grid (or on a local one with --ports).
+    Run(run::RunArgs),
+    /// Serve the coordinator: the fleet, the scheduler and the store.
+    Coordinator(grid::CoordinatorArgs),
+    /// Serve device slots to a coordinator.
+    Worker(grid::WorkerArgs),
+    /// A coordinator and a worker in one process, on SQLite.
+    Standalone(grid::StandaloneArgs),
+    /// Apply the store's migrations.
+    Migrate(grid::StoreArgs),
+    /// The fleet: workers' devices and their state.
+    Devices(grid::ViewArgs),
+    /// Recent runs.
+    Runs(grid::ViewArgs),
 }
 
 /// Exit codes: 0 done, 1 the app answered an error, 2 usage or setup.
@@ -44,6 +63,73 @@ async fn main() -> ExitCode {
         Command::Cases(command) => {
             telemetry::init("warn");
             cases::run(command).await
+        }
+        Command::Demo(args) => {
+            telemetry::init("warn");
+            demo::run(args).await
+        }
+        Command::Run(args) => {
+            telemetry::init("warn");
+            run::run(args).await
+        }
+        Command::Coordinator(args) => {
+            telemetry::init("info");
+            grid::coordinator(args).await
+        }
+        Command::Worker(args) => {
+            telemetry::init("info");
+            grid::worker(args).await
+        }
+        Command::Standalone(args) => {
+            telemetry::init("info");
+            grid::standalone(args).await
+        }
+        Command::Migrate(args) => {
+            telemetry::init("warn");
+            grid::migrate(args).await
+        }
+        Command::Devices(args) => {
+            telemetry::init("warn");
+            grid::devices(args).await
+        }
+        Command::Runs(args) => {
+            telemetry::init("warn");
+            grid::runs(args).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_command_parses() {
+        Cli::command().debug_assert();
+        let lines: [&[&str]; 8] = [
+            &["argus", "run", "--ports", "8123-8124", "--on-platform", "ios", "--label", "os=17", "cases"],
+            &[
+                "argus",
+                "worker",
+                "--coordinator",
+                "http://127.0.0.1:7171",
+                "--ports",
+                "8123,8125",
+                "--platform",
+                "android",
+            ],
+            &["argus", "standalone", "--ports", "8123"],
+            &["argus", "coordinator", "--database-url", "sqlite:x.db", "--listen", "127.0.0.1:7000"],
+            &["argus", "cases", "run", "--port", "8123", "--once"],
+            &["argus", "devices"],
+            &["argus", "call", "ping"],
+            &["argus", "sim", "--model", "m.yaml", "--port", "8123"],
+        ];
+        for line in lines {
+            if let Err(error) = Cli::try_parse_from(line) {
+                panic!("{line:?}: {error}");
+            }
         }
     }
 }

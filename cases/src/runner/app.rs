@@ -172,6 +172,16 @@ impl<D: Device> Attempt<'_, D> {
 
     /// Interruptions: a known pop-up on screen is dealt with before the step.
     pub(super) async fn interrupt(&mut self, value: &Value) -> Result<(), StepError> {
+        if self.interrupting {
+            return Ok(());
+        }
+        self.interrupting = true;
+        let outcome = self.run_interruptions(value).await;
+        self.interrupting = false;
+        outcome
+    }
+
+    async fn run_interruptions(&mut self, value: &Value) -> Result<(), StepError> {
         let interruptions = self.run.config.interruptions.clone();
         for interruption in interruptions {
             if let Some(unless) = &interruption.unless {

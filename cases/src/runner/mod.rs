@@ -119,6 +119,8 @@ struct Attempt<'a, D: Device> {
     last_target: Option<argus_proto::wire::Target>,
     /// Events collected mid-step (`app.events` clears the app's buffer).
     carried_events: Vec<RunEvent>,
+    /// Inside an interruption's own steps, which must not interrupt again.
+    interrupting: bool,
 }
 
 /// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
@@ -136,6 +138,7 @@ pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: 
         ran: HashSet::new(),
         last_target: None,
         carried_events: Vec::new(),
+        interrupting: false,
     };
     let hello = device.hello();
     if run.collect_events && hello.as_ref().is_some_and(|h| h.has_command("events")) {

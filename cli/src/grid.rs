@@ -1,0 +1,313 @@
+//! `argus coordinator`, `argus worker`, `argus standalone`, `argus migrate`,
+//! `argus devices` and `argus runs`: the grid's processes and their views.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use argus_coordinator::store::Store;
+use argus_proto::grpc::{self, fleet_client::FleetClient, runs_client::RunsClient};
+use argus_proto::run::RunManifest;
+use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The coordinator's default gRPC address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
+/// The embedded default store.
+pub const DEFAULT_DATABASE: &str = "sqlite:argus.db";
+
+#[derive(clap::Args)]
+pub struct StoreArgs {
+    /// postgres://… for a team, sqlite:FILE embedded.
+    #[arg(long, env = "ARGUS_DATABASE_URL", default_value = DEFAULT_DATABASE, hide_env_values = true)]
+    pub database_url: String,
+}
+
+#[derive(clap::Args)]
+pub struct CoordinatorArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The gRPC address workers and clients connect to.
+    #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct SlotArgs {
+    /// Driver ports, one device each: `8123-8130` or `8123,8125`.
+    #[arg(long, value_parser = parse_ports)]
+    pub ports: Option<Ports>,
+    /// The devices' platform.
+    #[arg(long, default_value = "ios")]
+    pub platform: String,
+    /// Where the drivers listen.
+    #[arg(long = "driver-host", default_value = "127.0.0.1")]
+    pub driver_host: String,
+    /// The apps' token, if they were given one.
+    #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
+    pub app_token: Option<String>,
+}
+
+impl SlotArgs {
+    pub fn slots(&self) -> Vec<SlotConfig> {
+        self.ports.iter().flat_map(|p| &p.0).map(|p| SlotConfig::for_port(*p, &self.platform)).collect()
+    }
+}
+
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// The coordinator's gRPC URL.
+    #[arg(long, env = "ARGUS_COORDINATOR")]
+    coordinator: String,
+    /// The worker's name (its id's prefix).
+    #[arg(long, default_value = "worker")]
+    name: String,
+    #[command(flatten)]
+    slots: SlotArgs,
+}
+
+#[derive(clap::Args)]
+pub struct StandaloneArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    #[command(flatten)]
+    slots: SlotArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ViewArgs {
+    #[arg(long, env = "ARGUS_COORDINATOR", default_value = "http://127.0.0.1:7171")]
+    coordinator: String,
+    /// How many runs to list.
+    #[arg(long, default_value_t = 20)]
+    limit: u32,
+}
+
+/// Driver ports, as `--ports` takes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ports(pub Vec<u16>);
+
+/// `8123-8126` or `8123,8125,8130`.
+pub fn parse_ports(text: &str) -> Result<Ports, String> {
+    let mut ports = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parse = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("{p:?} is not a port (1-65535)"));
+        match part.split_once('-') {
+            Some((from, to)) => {
+                let (from, to) = (parse(from)?, parse(to)?);
+                if from > to || to - from >= 256 {
+                    return Err(format!("{part}: a range goes up, 256 ports at most"));
+                }
+                ports.extend(from..=to);
+            }
+            None => ports.push(parse(part)?),
+        }
+    }
+    if ports.is_empty() {
+        return Err("no ports given".into());
+    }
+    Ok(Ports(ports))
+}
+
+fn failed(context: &str, error: impl std::fmt::Display) -> ExitCode {
+    eprintln!("argus {context}: {error}");
+    ExitCode::from(2)
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            format!("{addr} is in use: another coordinator or program listens there")
+        } else {
+            format!("cannot listen on {addr}: {e}")
+        }
+    })
+}
+
+/// Stops on Ctrl-C or SIGTERM.
+pub fn stop_on_signal() -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    cancel
+}
+
+pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
+    let store = match Store::open(&args.store.database_url).await {
+        Ok(store) => store,
+        Err(error) => return failed("coordinator", error),
+    };
+    let listener = match bind(args.listen).await {
+        Ok(listener) => listener,
+        Err(error) => return failed("coordinator", error),
+    };
+    eprintln!("argus coordinator: listening on http://{}", args.listen);
+    match argus_coordinator::serve(listener, store, stop_on_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => failed("coordinator", error),
+    }
+}
+
+pub async fn worker(args: WorkerArgs) -> ExitCode {
+    let slots = args.slots.slots();
+    if slots.is_empty() {
+        return failed("worker", "give the devices' driver ports: --ports 8123-8126");
+    }
+    print_slots(&slots);
+    let config = WorkerConfig {
+        coordinator: args.coordinator,
+        name: args.name,
+        host: args.slots.driver_host,
+        app_token: args.slots.app_token,
+        slots,
+    };
+    match link::run(config, stop_on_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => failed("worker", error),
+    }
+}
+
+/// What each app must be told: which address and port it dials.
+pub fn print_slots(slots: &[SlotConfig]) {
+    for slot in slots {
+        eprintln!("  device {}: {} app dials ws://{}:{}", slot.name, slot.platform, slot.bridge, slot.port);
+    }
+}
+
+/// A coordinator and a worker in this process; the coordinator's URL.
+pub async fn start_local(
+    database_url: &str,
+    listen: SocketAddr,
+    slots: &SlotArgs,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let store = Store::open(database_url).await.map_err(|e| e.to_string())?;
+    let listener = bind(listen).await?;
+    let url = format!("http://{}", listener.local_addr().map_err(|e| e.to_string())?);
+    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    let config = WorkerConfig {
+        coordinator: url.clone(),
+        name: "local".into(),
+        host: slots.driver_host.clone(),
+        app_token: slots.app_token.clone(),
+        slots: slots.slots(),
+    };
+    // Bind the drivers now, so that a port in use is reported here.
+    let worker_cancel = cancel.clone();
+    let (ready_tx, ready) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let result = link::run(config, worker_cancel).await;
+        let _ = ready_tx.send(result.map_err(|e| e.to_string()));
+    });
+    match tokio::time::timeout(Duration::from_millis(300), ready).await {
+        Ok(Ok(Err(error))) => Err(error),
+        _ => Ok(url),
+    }
+}
+
+pub async fn standalone(args: StandaloneArgs) -> ExitCode {
+    let cancel = stop_on_signal();
+    if args.slots.ports.is_none() {
+        return failed("standalone", "give the devices' driver ports: --ports 8123-8126");
+    }
+    print_slots(&args.slots.slots());
+    match start_local(&args.store.database_url, args.listen, &args.slots, &cancel).await {
+        Ok(url) => eprintln!("argus standalone: coordinator on {url}; Ctrl-C stops it"),
+        Err(error) => return failed("standalone", error),
+    }
+    cancel.cancelled().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ExitCode::SUCCESS
+}
+
+pub async fn migrate(args: StoreArgs) -> ExitCode {
+    match Store::open(&args.database_url).await {
+        Ok(store) => {
+            store.close().await;
+            eprintln!("argus migrate: {} is up to date", argus_coordinator::store::redact_url(&args.database_url));
+            ExitCode::SUCCESS
+        }
+        Err(error) => failed("migrate", error),
+    }
+}
+
+pub async fn devices(args: ViewArgs) -> ExitCode {
+    let mut fleet = match FleetClient::connect(args.coordinator.clone()).await {
+        Ok(client) => client,
+        Err(error) => {
+            return failed("devices", format!("cannot reach the coordinator at {}: {error}", args.coordinator));
+        }
+    };
+    let list = match fleet.list(grpc::ListFleetRequest {}).await {
+        Ok(list) => list.into_inner(),
+        Err(status) => return failed("devices", status.message()),
+    };
+    println!("{:<24} {:<9} {:<13} {:<12} {}", "DEVICE", "PLATFORM", "STATE", "APP", "RUNNING / QUARANTINE");
+    for device in &list.devices {
+        let info = device.device.clone().unwrap_or_default();
+        let state = grpc::DeviceState::try_from(info.state).map(|s| s.as_str_name()).unwrap_or("?");
+        let state = state.trim_start_matches("DEVICE_STATE_").to_lowercase();
+        let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
+        let app = hello["app"]["name"].as_str().unwrap_or("-");
+        let note = if device.quarantined {
+            format!("quarantined: {}", device.quarantine_reason)
+        } else {
+            device.running_case.clone()
+        };
+        println!("{:<24} {:<9} {:<13} {:<12} {}", device.id, info.platform, state, app, note);
+    }
+    if list.devices.is_empty() {
+        println!("(no devices: start a worker with `argus worker --coordinator … --ports …`)");
+    }
+    ExitCode::SUCCESS
+}
+
+pub async fn runs(args: ViewArgs) -> ExitCode {
+    let mut client = match RunsClient::connect(args.coordinator.clone()).await {
+        Ok(client) => client,
+        Err(error) => return failed("runs", format!("cannot reach the coordinator at {}: {error}", args.coordinator)),
+    };
+    let list = match client.list(grpc::ListRequest { limit: args.limit, project: String::new() }).await {
+        Ok(list) => list.into_inner(),
+        Err(status) => return failed("runs", status.message()),
+    };
+    println!("{:<14} {:<26} {:<10} {:<12} {}", "RUN", "STARTED", "PROJECT", "BRANCH", "RESULT");
+    for run in list.runs {
+        let manifest: Option<RunManifest> = serde_json::from_str(&run.manifest_json).ok();
+        let started = manifest.as_ref().map(|m| m.started_at.clone()).unwrap_or_default();
+        let result = match manifest.and_then(|m| m.totals) {
+            Some(t) => format!("{}/{} passed, {} failed, {} unsupported", t.passed, t.cases, t.failed, t.unsupported),
+            None => "running (or cut short)".into(),
+        };
+        println!("{:<14} {:<26} {:<10} {:<12} {}", run.run_id, started, run.project, run.branch, result);
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_lists_and_ranges() {
+        assert_eq!(parse_ports("8123-8126").unwrap().0, [8123, 8124, 8125, 8126]);
+        assert_eq!(parse_ports("8123, 8130").unwrap().0, [8123, 8130]);
+        assert_eq!(parse_ports("8126-8123").unwrap_err(), "8126-8123: a range goes up, 256 ports at most");
+        assert_eq!(parse_ports("81x").unwrap_err(), "\"81x\" is not a port (1-65535)");
+    }
+}

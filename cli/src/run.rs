@@ -1,0 +1,308 @@
+//! `argus run`: a suite on the grid. The suite is checked here before it is
+//! sent; progress streams back; the run directory and JUnit are written
+//! here; the exit code says how it went (0 passed, 1 a case failed, 2 the
+//! suite, the connection or the fleet could not run it).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use argus_cases::CasesConfig;
+use argus_cases::report::{RunDir, junit};
+use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
+use argus_proto::run::{CaseResult, RunCase, RunManifest};
+use tokio_util::sync::CancellationToken;
+
+use crate::cases::{load_suite, report};
+use crate::grid::{SlotArgs, print_slots, start_local};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Case files or directories (default: the configured cases directory).
+    paths: Vec<PathBuf>,
+    /// The coordinator's gRPC URL; without it, `--ports` runs a grid in
+    /// this process.
+    #[arg(long, env = "ARGUS_COORDINATOR")]
+    coordinator: Option<String>,
+    /// Only devices of this platform.
+    #[arg(long = "on-platform", value_name = "PLATFORM")]
+    selector_platform: Option<String>,
+    /// Only devices with this label: `--label os=17` (repeatable).
+    #[arg(long = "label", value_parser = parse_label, value_name = "K=V")]
+    labels: Vec<(String, String)>,
+    /// Only devices whose app says this name in its hello.
+    #[arg(long)]
+    app: Option<String>,
+    /// How many times a failed case runs again.
+    #[arg(long, default_value_t = 1)]
+    retries: u32,
+    /// No retries.
+    #[arg(long, conflicts_with = "retries")]
+    once: bool,
+    /// This run's share of the fleet against other runs.
+    #[arg(long, default_value_t = 1)]
+    priority: u32,
+    #[arg(long, env = "ARGUS_PROJECT")]
+    project: Option<String>,
+    /// Write the lynkeus run directory here (with `device` on every line).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Local grid: how long to wait for the first device, in seconds.
+    #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
+    attach_timeout: f64,
+    #[command(flatten)]
+    slots: SlotArgs,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{text:?}: a label is key=value")),
+    }
+}
+
+fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("argus run: {message}");
+    ExitCode::from(2)
+}
+
+/// The branch and commit: from the usual CI variables, else from git.
+fn git_info() -> (String, String) {
+    let env = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let branch = env(&[
+        "GITHUB_HEAD_REF",
+        "GITHUB_REF_NAME",
+        "CI_COMMIT_REF_NAME",
+        "BUILDKITE_BRANCH",
+        "CIRCLE_BRANCH",
+        "BRANCH_NAME",
+    ])
+    .or_else(|| git(&["rev-parse", "--abbrev-ref", "HEAD"]))
+    .unwrap_or_default();
+    let commit = env(&["GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT"])
+        .or_else(|| git(&["rev-parse", "HEAD"]))
+        .unwrap_or_default();
+    (branch, commit)
+}
+
+pub async fn run(args: RunArgs) -> ExitCode {
+    let (_, cases) = match load_suite(&args.paths) {
+        Ok(loaded) => loaded,
+        Err(errors) => return report(&errors),
+    };
+    let Ok(cwd) = std::env::current_dir() else { return usage("cannot read the current directory") };
+    let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
+    let mut sources = Vec::new();
+    for file in files {
+        match std::fs::read_to_string(cwd.join(file)) {
+            Ok(source) => sources.push(grpc::CaseFile { path: file.to_owned(), source }),
+            Err(error) => return usage(format!("{file}: {error}")),
+        }
+    }
+    let config = match CasesConfig::section_json(&cwd, std::env::var("LYNKEUS_CONFIG").ok().as_deref()) {
+        Ok(config) => config,
+        Err(error) => return usage(error),
+    };
+    let (branch, commit) = git_info();
+    let request = grpc::SubmitRequest {
+        cases: sources,
+        config_json: config.to_string(),
+        selector: Some(grpc::Selector {
+            platform: args.selector_platform.clone().unwrap_or_default(),
+            labels: args.labels.iter().cloned().collect(),
+            app: args.app.clone().unwrap_or_default(),
+        }),
+        retries: if args.once { 0 } else { args.retries },
+        project: args
+            .project
+            .clone()
+            .unwrap_or_else(|| cwd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+        branch,
+        commit,
+        trigger: std::env::var("GITHUB_RUN_ID")
+            .map(|id| format!("github run {id}"))
+            .unwrap_or_else(|_| "argus run".into()),
+        priority: args.priority,
+    };
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let url = match (&args.coordinator, &args.slots.ports) {
+        (Some(url), _) => url.clone(),
+        (None, Some(_)) => {
+            let dir = std::env::temp_dir().join(format!("argus-run-{}", std::process::id()));
+            let _ = std::fs::create_dir_all(&dir);
+            let database = format!("sqlite:{}", dir.join("argus.db").display());
+            print_slots(&args.slots.slots());
+            let listen = "127.0.0.1:0".parse().expect("an address");
+            match start_local(&database, listen, &args.slots, &cancel).await {
+                Ok(url) => {
+                    let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
+                        return usage("--attach-timeout takes a positive number of seconds");
+                    };
+                    if let Err(error) = wait_for_devices(&url, 1, wait).await {
+                        return usage(error);
+                    }
+                    url
+                }
+                Err(error) => return usage(error),
+            }
+        }
+        (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
+    };
+    execute(&url, request, args.out.as_deref(), args.junit.as_deref()).await
+}
+
+/// Waits until `count` devices have an app attached.
+pub async fn wait_for_devices(url: &str, count: usize, wait: Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut fleet = FleetClient::connect(url.to_owned()).await.map_err(|e| format!("cannot reach {url}: {e}"))?;
+    loop {
+        let list = fleet.list(grpc::ListFleetRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
+        let ready = list
+            .devices
+            .iter()
+            .filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32))
+            .count();
+        if ready >= count {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{ready} of {count} devices have an app attached after {}s: is each app dialing its own port?",
+                wait.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Submits, streams progress, writes the outputs; the exit code.
+pub async fn execute(
+    url: &str,
+    request: grpc::SubmitRequest,
+    out: Option<&std::path::Path>,
+    junit_path: Option<&std::path::Path>,
+) -> ExitCode {
+    let mut client = match RunsClient::connect(url.to_owned()).await {
+        Ok(client) => client,
+        Err(error) => return usage(format!("cannot reach the coordinator at {url}: {error}")),
+    };
+    let submitted = match client.submit(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => return usage(status.message()),
+    };
+    println!("run {}: {} cases", submitted.run_id, submitted.case_ids.len());
+    let mut updates = match client.watch(grpc::WatchRequest { run_id: submitted.run_id.clone() }).await {
+        Ok(stream) => stream.into_inner(),
+        Err(status) => return usage(status.message()),
+    };
+    let mut run_dir = None;
+    let mut lines: Vec<RunCase> = Vec::new();
+    let mut manifest: Option<RunManifest> = None;
+    while let Some(update) = updates.message().await.transpose() {
+        let update = match update {
+            Ok(update) => update,
+            Err(status) => return usage(format!("the coordinator stopped answering: {}", status.message())),
+        };
+        match update.kind {
+            Some(run_update::Kind::Started(started)) => {
+                let device = started.device.map(|d| d.id).unwrap_or_default();
+                if manifest.is_none()
+                    && run_dir.is_none()
+                    && let Some(dir) = out
+                {
+                    match RunDir::create(dir, argus_cases::runner::iso_now()) {
+                        Ok(created) => run_dir = Some(created),
+                        Err(error) => return usage(error),
+                    }
+                }
+                if std::env::var("ARGUS_VERBOSE").is_ok() {
+                    println!("  … {} (attempt {}) on {device}", started.case_id, started.attempt);
+                }
+            }
+            Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
+                let device = finished.device.map(|d| d.id).unwrap_or_default();
+                let note: serde_json::Value = serde_json::from_str(&finished.run_case_json).unwrap_or_default();
+                println!(
+                    "↻ {} on {device}: {} (it runs again)",
+                    note["id"].as_str().unwrap_or("?"),
+                    note["infrastructure"].as_str().unwrap_or("")
+                );
+            }
+            Some(run_update::Kind::Finished(finished)) => {
+                let Ok(line) = serde_json::from_str::<RunCase>(&finished.run_case_json) else { continue };
+                let device = finished.device.map(|d| d.id).unwrap_or_default();
+                print_line(&line, &device);
+                if let Some(dir) = run_dir.as_mut()
+                    && let Err(error) = dir.add(&line)
+                {
+                    return usage(error);
+                }
+                lines.push(line);
+            }
+            Some(run_update::Kind::RunFinished(finished)) => {
+                manifest = serde_json::from_str(&finished.manifest_json).ok();
+                break;
+            }
+            Some(run_update::Kind::NoDevice(no)) => return usage(no.message),
+            None => {}
+        }
+    }
+    let Some(manifest) = manifest else { return usage("the coordinator ended the stream before the run finished") };
+    if let Some(dir) = run_dir.as_mut()
+        && let Err(error) = dir.finish_with(&manifest)
+    {
+        return usage(error);
+    }
+    if let Some(path) = junit_path
+        && let Err(error) = std::fs::write(path, junit("argus", &lines))
+    {
+        return usage(format!("{}: {error}", path.display()));
+    }
+    let totals = manifest.totals.unwrap_or_default();
+    let mut summary = format!("{}/{} passed", totals.passed, totals.cases);
+    if totals.failed > 0 {
+        summary.push_str(&format!(", {} failed", totals.failed));
+    }
+    if totals.unsupported > 0 {
+        summary.push_str(&format!(", {} cannot run on this host", totals.unsupported));
+    }
+    if totals.retried > 0 {
+        summary.push_str(&format!(", {} retried", totals.retried));
+    }
+    println!("{summary}");
+    if !submitted.dashboard_url.is_empty() {
+        println!("{}", submitted.dashboard_url);
+    }
+    if totals.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+fn print_line(line: &RunCase, device: &str) {
+    let seconds = line.ms as f64 / 1000.0;
+    let retry = if line.attempt > 1 { format!(" (attempt {})", line.attempt) } else { String::new() };
+    match line.result {
+        CaseResult::Passed => println!("✓ {}{retry}  {seconds:.1}s  {device}", line.id),
+        CaseResult::Failed => {
+            println!("✗ {}{retry}  {seconds:.1}s  {device}", line.id);
+            if let Some(step) = line.steps.iter().find(|s| s.error.is_some()) {
+                println!("    {}: {}", step.step, step.error.as_deref().unwrap_or(""));
+            }
+        }
+        CaseResult::Unsupported => {
+            let why = line.steps.iter().find_map(|s| s.error.as_deref()).unwrap_or("unsupported");
+            println!("∅ {}{retry}  cannot run on {device}: {why}", line.id);
+        }
+    }
+}
