@@ -257,7 +257,7 @@ pub async fn devices(args: ViewArgs) -> ExitCode {
         Ok(list) => list.into_inner(),
         Err(status) => return failed("devices", status.message()),
     };
-    println!("{:<24} {:<9} {:<13} {:<12} {}", "DEVICE", "PLATFORM", "STATE", "APP", "RUNNING / QUARANTINE");
+    println!("{:<24} {:<9} {:<13} {:<12} RUNNING / QUARANTINE", "DEVICE", "PLATFORM", "STATE", "APP");
     for device in &list.devices {
         let info = device.device.clone().unwrap_or_default();
         let state = grpc::DeviceState::try_from(info.state).map(|s| s.as_str_name()).unwrap_or("?");
@@ -286,7 +286,7 @@ pub async fn runs(args: ViewArgs) -> ExitCode {
         Ok(list) => list.into_inner(),
         Err(status) => return failed("runs", status.message()),
     };
-    println!("{:<14} {:<26} {:<10} {:<12} {}", "RUN", "STARTED", "PROJECT", "BRANCH", "RESULT");
+    println!("{:<14} {:<26} {:<10} {:<12} RESULT", "RUN", "STARTED", "PROJECT", "BRANCH");
     for run in list.runs {
         let manifest: Option<RunManifest> = serde_json::from_str(&run.manifest_json).ok();
         let started = manifest.as_ref().map(|m| m.started_at.clone()).unwrap_or_default();
