@@ -208,7 +208,14 @@ pub async fn execute(
         Ok(stream) => stream.into_inner(),
         Err(status) => return usage(status.message()),
     };
-    let mut run_dir = None;
+    // The run directory starts with the run: `run.json` now, lines as they come.
+    let mut run_dir = match out {
+        Some(dir) => match RunDir::create(dir, argus_cases::runner::iso_now()) {
+            Ok(created) => Some(created),
+            Err(error) => return usage(error),
+        },
+        None => None,
+    };
     let mut lines: Vec<RunCase> = Vec::new();
     let mut manifest: Option<RunManifest> = None;
     while let Some(update) = updates.message().await.transpose() {

@@ -27,15 +27,9 @@ async fn postgres() -> Option<Store> {
         eprintln!("NOT RUN: the Postgres half of this test (set ARGUS_TEST_POSTGRES_URL, or run .ci/run)");
         return None;
     };
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let name = format!("argus_test_{}", rand_suffix());
-    let mut conn = sqlx::AnyConnection::connect(&admin).await.expect("the test Postgres answers");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
-    conn.close().await.unwrap();
-    let (base, query) = admin.split_once('?').map_or((admin.as_str(), ""), |(b, q)| (b, q));
-    let base = &base[..base.rfind('/').unwrap()];
-    let url = if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") };
+    let url = Store::create_database(&admin, &format!("argus_test_{}", rand_suffix()))
+        .await
+        .expect("the test Postgres answers");
     Some(Store::open(&url).await.unwrap())
 }
 

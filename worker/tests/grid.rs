@@ -35,9 +35,26 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A fresh database: SQLite in a temp file, or on the test Postgres server.
+async fn database(postgres: bool) -> Option<String> {
+    if !postgres {
+        let db = std::env::temp_dir().join(format!("argus-grid-{}-{}.db", std::process::id(), free_port()));
+        return Some(format!("sqlite:{}", db.display()));
+    }
+    let Ok(admin) = std::env::var("ARGUS_TEST_POSTGRES_URL") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "ARGUS_TEST_POSTGRES_URL must be set under CI");
+        eprintln!("NOT RUN: the Postgres grid test (set ARGUS_TEST_POSTGRES_URL, or run .ci/run)");
+        return None;
+    };
+    Some(Store::create_database(&admin, &format!("argus_grid_{}_{}", std::process::id(), free_port())).await.unwrap())
+}
+
 async fn coordinator() -> (String, CancellationToken) {
-    let db = std::env::temp_dir().join(format!("argus-grid-{}-{}.db", std::process::id(), free_port()));
-    let store = Store::open(&format!("sqlite:{}", db.display())).await.unwrap();
+    coordinator_on(&database(false).await.unwrap()).await
+}
+
+async fn coordinator_on(url: &str) -> (String, CancellationToken) {
+    let store = Store::open(url).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let cancel = CancellationToken::new();
@@ -133,7 +150,18 @@ fn request(cases: Vec<grpc::CaseFile>) -> grpc::SubmitRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forty_cases_sharded_over_eight_devices_on_two_workers() {
-    let mut grid = grid().await;
+    forty_cases_on(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_cases_sharded_over_eight_devices_on_two_workers_on_postgres() {
+    forty_cases_on(true).await;
+}
+
+async fn forty_cases_on(postgres: bool) {
+    let Some(url) = database(postgres).await else { return };
+    let (url, cancel) = coordinator_on(&url).await;
+    let mut grid = Grid { url, cancel, sims: Vec::new(), workers: Vec::new() };
     worker(&mut grid, "w1", 4);
     worker(&mut grid, "w2", 4);
     wait_for_devices(&grid.url, 8).await;

@@ -103,6 +103,24 @@ impl Store {
         Ok(store)
     }
 
+    /// Creates database `name` on the Postgres server `admin_url` reaches,
+    /// and answers its URL (for test suites and first installs).
+    pub async fn create_database(admin_url: &str, name: &str) -> Result<String, StoreError> {
+        use sqlx::Connection;
+        install_default_drivers();
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(StoreError::UnknownScheme(format!("database name {name:?}")));
+        }
+        let mut conn = sqlx::AnyConnection::connect(admin_url)
+            .await
+            .map_err(|source| StoreError::Connect { url: redact_url(admin_url), source })?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+        conn.close().await?;
+        let (base, query) = admin_url.split_once('?').unwrap_or((admin_url, ""));
+        let base = base.rfind('/').map_or(base, |i| &base[..i]);
+        Ok(if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") })
+    }
+
     pub fn backend(&self) -> Backend {
         self.backend
     }
