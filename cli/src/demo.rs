@@ -101,6 +101,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         name: "demo".into(),
         host: "127.0.0.1".into(),
         app_token: None,
+        token: None,
         slots: slots.clone(),
     };
     tokio::spawn(link::run(worker, cancel.clone()));
@@ -110,7 +111,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         }
     }
     println!("argus demo: coordinator {url}, 8 simulated devices (4 ios, 4 android), state in {}", state.display());
-    if let Err(error) = wait_for_devices(&url, slots.len(), std::time::Duration::from_secs(20)).await {
+    if let Err(error) = wait_for_devices(&url, None, slots.len(), std::time::Duration::from_secs(20)).await {
         return failed(error);
     }
     let request = grpc::SubmitRequest {
@@ -129,7 +130,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         trigger: "argus demo".into(),
         priority: 1,
     };
-    let code = execute(&url, request, Some(&out), Some(&out.join("junit.xml"))).await;
+    let code = execute(&url, None, request, Some(&out), Some(&out.join("junit.xml"))).await;
     println!("run directory: {}", out.display());
     if args.exit {
         return code;

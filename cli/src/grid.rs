@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use argus_coordinator::store::Store;
+use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, fleet_client::FleetClient, runs_client::RunsClient};
 use argus_proto::run::RunManifest;
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
@@ -25,9 +26,27 @@ pub struct StoreArgs {
 }
 
 #[derive(clap::Args)]
+pub struct TokenArgs {
+    /// Workers must present this token.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
+    worker_token: Option<String>,
+    /// Clients (argus run, devices, runs) must present this token.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
+    client_token: Option<String>,
+}
+
+impl TokenArgs {
+    fn tokens(&self) -> argus_coordinator::Tokens {
+        argus_coordinator::Tokens { worker: self.worker_token.clone(), client: self.client_token.clone() }
+    }
+}
+
+#[derive(clap::Args)]
 pub struct CoordinatorArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    tokens: TokenArgs,
     /// The gRPC address workers and clients connect to.
     #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
@@ -63,6 +82,9 @@ pub struct WorkerArgs {
     /// The worker's name (its id's prefix).
     #[arg(long, default_value = "worker")]
     name: String,
+    /// The coordinator's worker token, if it requires one.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(flatten)]
     slots: SlotArgs,
 }
@@ -81,6 +103,9 @@ pub struct StandaloneArgs {
 pub struct ViewArgs {
     #[arg(long, env = "ARGUS_COORDINATOR", default_value = "http://127.0.0.1:7171")]
     coordinator: String,
+    /// The coordinator's client token, if it requires one.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// How many runs to list.
     #[arg(long, default_value_t = 20)]
     limit: u32,
@@ -110,6 +135,14 @@ pub fn parse_ports(text: &str) -> Result<Ports, String> {
         return Err("no ports given".into());
     }
     Ok(Ports(ports))
+}
+
+/// A connection to the coordinator and the token every request carries.
+pub async fn channel(url: &str, token: Option<&str>) -> Result<(tonic::transport::Channel, Bearer), String> {
+    let bearer = Bearer::new(token)?;
+    let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url}: {e}"))?;
+    let channel = endpoint.connect().await.map_err(|e| format!("cannot reach the coordinator at {url}: {e}"))?;
+    Ok((channel, bearer))
 }
 
 fn failed(context: &str, error: impl std::fmt::Display) -> ExitCode {
@@ -157,7 +190,7 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
         Err(error) => return failed("coordinator", error),
     };
     eprintln!("argus coordinator: listening on http://{}", args.listen);
-    match argus_coordinator::serve(listener, store, stop_on_signal()).await {
+    match argus_coordinator::serve_with(listener, store, args.tokens.tokens(), stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),
     }
@@ -174,6 +207,7 @@ pub async fn worker(args: WorkerArgs) -> ExitCode {
         name: args.name,
         host: args.slots.driver_host,
         app_token: args.slots.app_token,
+        token: args.token,
         slots,
     };
     match link::run(config, stop_on_signal()).await {
@@ -205,6 +239,7 @@ pub async fn start_local(
         name: "local".into(),
         host: slots.driver_host.clone(),
         app_token: slots.app_token.clone(),
+        token: None,
         slots: slots.slots(),
     };
     // Bind the drivers now, so that a port in use is reported here.
@@ -278,9 +313,9 @@ pub async fn devices(args: ViewArgs) -> ExitCode {
 }
 
 pub async fn runs(args: ViewArgs) -> ExitCode {
-    let mut client = match RunsClient::connect(args.coordinator.clone()).await {
-        Ok(client) => client,
-        Err(error) => return failed("runs", format!("cannot reach the coordinator at {}: {error}", args.coordinator)),
+    let mut client = match channel(&args.coordinator, args.token.as_deref()).await {
+        Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
+        Err(error) => return failed("runs", error),
     };
     let list = match client.list(grpc::ListRequest { limit: args.limit, project: String::new() }).await {
         Ok(list) => list.into_inner(),

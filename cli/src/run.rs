@@ -15,7 +15,7 @@ use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use tokio_util::sync::CancellationToken;
 
 use crate::cases::{load_suite, report};
-use crate::grid::{SlotArgs, print_slots, start_local};
+use crate::grid::{SlotArgs, channel, print_slots, start_local};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -25,6 +25,9 @@ pub struct RunArgs {
     /// this process.
     #[arg(long, env = "ARGUS_COORDINATOR")]
     coordinator: Option<String>,
+    /// The coordinator's client token, if it requires one.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Only devices of this platform.
     #[arg(long = "on-platform", value_name = "PLATFORM")]
     selector_platform: Option<String>,
@@ -151,7 +154,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
                     let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
                         return usage("--attach-timeout takes a positive number of seconds");
                     };
-                    if let Err(error) = wait_for_devices(&url, 1, wait).await {
+                    if let Err(error) = wait_for_devices(&url, None, 1, wait).await {
                         return usage(error);
                     }
                     url
@@ -161,13 +164,14 @@ pub async fn run(args: RunArgs) -> ExitCode {
         }
         (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
     };
-    execute(&url, request, args.out.as_deref(), args.junit.as_deref()).await
+    execute(&url, args.token.as_deref(), request, args.out.as_deref(), args.junit.as_deref()).await
 }
 
 /// Waits until `count` devices have an app attached.
-pub async fn wait_for_devices(url: &str, count: usize, wait: Duration) -> Result<(), String> {
+pub async fn wait_for_devices(url: &str, token: Option<&str>, count: usize, wait: Duration) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + wait;
-    let mut fleet = FleetClient::connect(url.to_owned()).await.map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let (channel, bearer) = channel(url, token).await?;
+    let mut fleet = FleetClient::with_interceptor(channel, bearer);
     loop {
         let list = fleet.list(grpc::ListFleetRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
         let ready = list
@@ -191,13 +195,14 @@ pub async fn wait_for_devices(url: &str, count: usize, wait: Duration) -> Result
 /// Submits, streams progress, writes the outputs; the exit code.
 pub async fn execute(
     url: &str,
+    token: Option<&str>,
     request: grpc::SubmitRequest,
     out: Option<&std::path::Path>,
     junit_path: Option<&std::path::Path>,
 ) -> ExitCode {
-    let mut client = match RunsClient::connect(url.to_owned()).await {
-        Ok(client) => client,
-        Err(error) => return usage(format!("cannot reach the coordinator at {url}: {error}")),
+    let mut client = match channel(url, token).await {
+        Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
+        Err(error) => return usage(error),
     };
     let submitted = match client.submit(request).await {
         Ok(response) => response.into_inner(),

@@ -7,4 +7,4 @@ pub mod scheduler;
 pub mod service;
 pub mod store;
 
-pub use service::serve;
+pub use service::{Tokens, serve, serve_with};

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 
+use argus_proto::auth::RequireToken;
 use argus_proto::grpc::{
     self, fleet_server::FleetServer, runs_server::RunsServer, worker_message, workers_server::WorkersServer,
 };
@@ -154,8 +155,35 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves the coordinator on `listener` until `shutdown`.
+/// Who may talk to the coordinator: with a token set, requests of that role
+/// must carry it (`authorization: Bearer …`).
+#[derive(Clone, Default)]
+pub struct Tokens {
+    pub worker: Option<String>,
+    pub client: Option<String>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("worker", &self.worker.as_ref().map(|_| "<set>"))
+            .field("client", &self.client.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+/// Serves the coordinator on `listener` until `shutdown`, open to all.
 pub async fn serve(listener: TcpListener, store: Store, shutdown: CancellationToken) -> Result<(), ServeError> {
+    serve_with(listener, store, Tokens::default(), shutdown).await
+}
+
+/// Serves the coordinator on `listener` until `shutdown`.
+pub async fn serve_with(
+    listener: TcpListener,
+    store: Store,
+    tokens: Tokens,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let (handle, owner) = core::start(store.clone(), None).await?;
     let services = Services { handle, store };
@@ -166,13 +194,15 @@ pub async fn serve(listener: TcpListener, store: Store, shutdown: CancellationTo
         .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
+    let worker_check = RequireToken::new(tokens.worker, "worker", "the worker's --token or ARGUS_WORKER_TOKEN");
+    let client_check = RequireToken::new(tokens.client, "client", "the client's --token or ARGUS_CLIENT_TOKEN");
     info!(?addr, "coordinator listening");
     let result = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(WorkersServer::new(services.clone()))
-        .add_service(RunsServer::new(services.clone()))
-        .add_service(FleetServer::new(services))
+        .add_service(WorkersServer::with_interceptor(services.clone(), worker_check))
+        .add_service(RunsServer::with_interceptor(services.clone(), client_check.clone()))
+        .add_service(FleetServer::with_interceptor(services, client_check))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled())
         .await;
     owner.abort();

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use argus_cases::runner::{RunContext, run_attempt};
 use argus_cases::{CasesConfig, parse_case};
+use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
 use argus_proto::run::StepStatus;
 use tokio::sync::mpsc;
@@ -48,6 +49,8 @@ pub struct WorkerConfig {
     pub host: String,
     /// The apps' token, if they have one.
     pub app_token: Option<String>,
+    /// The coordinator's worker token, if it requires one.
+    pub token: Option<String>,
     pub slots: Vec<SlotConfig>,
 }
 
@@ -89,6 +92,8 @@ impl Slot {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    #[error("the drivers listen on {0}, beyond this machine: give the apps' token (--app-token or LYNKEUS_TOKEN)")]
+    OpenWithoutToken(String),
     #[error("slot {slot}: {source}")]
     Listen { slot: String, source: ListenError },
     #[error("a worker needs at least one device slot")]
@@ -99,6 +104,11 @@ pub enum WorkerError {
 pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), WorkerError> {
     if config.slots.is_empty() {
         return Err(WorkerError::NoSlots);
+    }
+    let loopback =
+        config.host == "localhost" || config.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if !loopback && config.app_token.as_deref().is_none_or(str::is_empty) {
+        return Err(WorkerError::OpenWithoutToken(config.host.clone()));
     }
     let mut slots = Vec::new();
     for slot in &config.slots {
@@ -145,7 +155,12 @@ pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), 
 
 /// One stream to the coordinator, until it ends (an error) or `cancel` (Ok).
 async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &CancellationToken) -> Result<(), String> {
-    let mut client = WorkersClient::connect(config.coordinator.clone()).await.map_err(|e| e.to_string())?;
+    let channel = tonic::transport::Endpoint::from_shared(config.coordinator.clone())
+        .map_err(|e| format!("{}: {e}", config.coordinator))?
+        .connect()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut client = WorkersClient::with_interceptor(channel, Bearer::new(config.token.as_deref())?);
     // Listen for device changes before the snapshot, so that none falls between.
     let mut events: Vec<_> = slots.iter().map(|s| s.driver.events()).collect();
     let (out, outbound) = mpsc::channel::<grpc::WorkerMessage>(1024);

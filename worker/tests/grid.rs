@@ -70,6 +70,7 @@ fn worker(grid: &mut Grid, name: &str, devices: usize) -> CancellationToken {
         name: name.into(),
         host: "127.0.0.1".into(),
         app_token: None,
+        token: None,
         slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
     };
     let cancel = CancellationToken::new();
@@ -244,6 +245,7 @@ async fn a_worker_killed_mid_run_loses_nothing() {
         name: "w1".into(),
         host: "127.0.0.1".into(),
         app_token: None,
+        token: None,
         slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
     };
     let doomed = tokio::spawn(link::run(config, CancellationToken::new()));
@@ -295,4 +297,73 @@ async fn two_runs_share_one_fleet_and_both_finish() {
     let (first, second) = (first.await.unwrap(), second.await.unwrap());
     check_one_final_result_each(&first.0, 10);
     check_one_final_result_each(&second.0, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_keep_out_workers_and_clients_without_them() {
+    let store = Store::open(&database(false).await.unwrap()).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let tokens = argus_coordinator::Tokens { worker: Some("w-secret".into()), client: Some("c-secret".into()) };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, tokens, cancel.clone()));
+    let start_worker = |name: &str, token: Option<&str>| {
+        let port = free_port();
+        let config = WorkerConfig {
+            coordinator: url.clone(),
+            name: name.into(),
+            host: "127.0.0.1".into(),
+            app_token: None,
+            token: token.map(str::to_owned),
+            slots: vec![SlotConfig::for_port(port, "ios")],
+        };
+        tokio::spawn(link::run(config, cancel.clone()));
+        Sim::start(port, None)
+    };
+    let _intruder = start_worker("intruder", Some("guess"));
+    let _anonymous = start_worker("anonymous", None);
+    let _member = start_worker("member", Some("w-secret"));
+
+    use argus_proto::auth::Bearer;
+    let channel = tonic::transport::Endpoint::from_shared(url.clone()).unwrap().connect().await.unwrap();
+    let mut anonymous = grpc::fleet_client::FleetClient::new(channel.clone());
+    let refused = anonymous.list(grpc::ListFleetRequest {}).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    assert!(refused.message().starts_with("the client token is missing"), "{}", refused.message());
+    let mut wrong =
+        grpc::fleet_client::FleetClient::with_interceptor(channel.clone(), Bearer::new(Some("guess")).unwrap());
+    assert!(
+        wrong.list(grpc::ListFleetRequest {}).await.unwrap_err().message().starts_with("the client token is wrong")
+    );
+
+    let mut fleet = grpc::fleet_client::FleetClient::with_interceptor(channel, Bearer::new(Some("c-secret")).unwrap());
+    for _ in 0..100 {
+        if !fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().workers.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Time for the others to try, and be refused.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let workers = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().workers;
+    let names: Vec<&str> = workers.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(names, ["member"], "only the worker with the token joined");
+}
+
+#[tokio::test]
+async fn drivers_beyond_loopback_need_an_app_token() {
+    let config = WorkerConfig {
+        coordinator: "http://127.0.0.1:1".into(),
+        name: "open".into(),
+        host: "0.0.0.0".into(),
+        app_token: None,
+        token: None,
+        slots: vec![SlotConfig::for_port(free_port(), "android")],
+    };
+    let error = link::run(config, CancellationToken::new()).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the drivers listen on 0.0.0.0, beyond this machine: give the apps' token (--app-token or LYNKEUS_TOKEN)"
+    );
 }
