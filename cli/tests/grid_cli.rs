@@ -119,3 +119,58 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     assert!(text(&output).contains("cannot reach the coordinator at http://127.0.0.1:"), "{}", text(&output));
     std::fs::remove_dir_all(project).unwrap();
 }
+
+fn spawn(args: &[&str], cwd: &std::path::Path) -> Child {
+    Command::new(ARGUS).current_dir(cwd).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_restarted_coordinator_takes_its_runs_up_again() {
+    let dir = temp_dir("restart");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    std::fs::write(
+        dir.join("cases/slow.md"),
+        "---\nid: slow\nmatrix: { n: [1, 2, 3, 4, 5, 6, 7, 8] }\n---\nsteps:\n  - app.see: \"#title\"\n  - app.wait: 700\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    let listen = format!("127.0.0.1:{port}");
+    let coordinator =
+        |dir: &std::path::Path| spawn(&["coordinator", "--database-url", &database, "--listen", &listen], dir);
+    let mut first = Killed(coordinator(&dir));
+    let ports = [free_port(), free_port()];
+    let _worker =
+        Killed(spawn(&["worker", "--coordinator", &url, "--ports", &format!("{},{}", ports[0], ports[1])], &dir));
+    let _sims = Sims::start(&ports);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let client = spawn(&["run", "--coordinator", &url], &dir);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The coordinator dies mid-run, and comes back on the same database.
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let _second = Killed(coordinator(&dir));
+    let output = client.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "the client lost its coordinator: {}", text(&output));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    loop {
+        let runs = Command::new(ARGUS).args(["runs", "--coordinator", &url]).output().unwrap();
+        let listing = text(&runs);
+        if listing.contains("8/8 passed") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run did not finish after the restart: {listing}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

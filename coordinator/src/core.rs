@@ -185,6 +185,7 @@ struct Core {
 pub async fn start(
     store: Store,
     dashboard_url: Option<String>,
+    shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let mut core = Core {
         store,
@@ -202,6 +203,8 @@ pub async fn start(
         let mut sweep = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
+                // Dropping the workers' and watchers' senders ends their streams.
+                _ = shutdown.cancelled() => break,
                 command = rx.recv() => match command {
                     Some(command) => core.handle(command).await,
                     None => break,
@@ -214,6 +217,9 @@ pub async fn start(
 }
 
 impl Core {
+    /// Rebuilds the runs that were going from the store: attempts that were
+    /// leased when the last coordinator stopped are infrastructure failures
+    /// and are queued again; pending ones wait for devices as before.
     async fn recover(&mut self) -> Result<(), CoreError> {
         for row in self.store.open_attempts().await? {
             if row.state == "leased"
@@ -225,7 +231,56 @@ impl Core {
                     .await?;
             }
         }
-        // Runs still going are taken up again once their clients watch them.
+        for row in self.store.open_runs().await? {
+            let selector: Selector = serde_json::from_str(&row.selector_json).unwrap_or_default();
+            let lines: Vec<RunCase> =
+                self.store.run_lines(&row.id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            let cases = self
+                .store
+                .run_cases(&row.id)
+                .await?
+                .into_iter()
+                .map(|c| {
+                    let case = Case {
+                        file: c.file,
+                        ordinal: c.ordinal,
+                        expected_ms: c.expected_ms,
+                        done: c.final_result.is_some(),
+                    };
+                    (c.case_id, case)
+                })
+                .collect();
+            let run = Run {
+                id: row.id.clone(),
+                selector,
+                retries: row.retries as u32,
+                priority: row.priority as u32,
+                config_json: row.config_json,
+                sources: self.store.run_files(&row.id).await?.into_iter().collect(),
+                cases,
+                started_at: row.started_at,
+                watchers: Vec::new(),
+                platform: lines
+                    .first()
+                    .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
+                native: None,
+                lines,
+                finished: None,
+            };
+            info!(run = %row.id, "run taken up again after a restart");
+            self.runs.insert(row.id, run);
+        }
+        for row in self.store.open_attempts().await? {
+            if row.state == "pending" {
+                let key =
+                    Key { run: row.run_id, case: row.case_id, attempt: row.attempt as u32, try_no: row.try_no as u32 };
+                self.enqueue(key, None);
+            }
+        }
+        let ids: Vec<String> = self.runs.keys().cloned().collect();
+        for id in ids {
+            self.finish_run_if_done(&id).await;
+        }
         Ok(())
     }
 

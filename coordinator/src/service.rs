@@ -185,7 +185,7 @@ pub async fn serve_with(
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
     let addr: Option<SocketAddr> = listener.local_addr().ok();
-    let (handle, owner) = core::start(store.clone(), None).await?;
+    let (handle, owner) = core::start(store.clone(), None, shutdown.clone()).await?;
     let services = Services { handle, store };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
@@ -197,14 +197,21 @@ pub async fn serve_with(
     let worker_check = RequireToken::new(tokens.worker, "worker", "the worker's --token or ARGUS_WORKER_TOKEN");
     let client_check = RequireToken::new(tokens.client, "client", "the client's --token or ARGUS_CLIENT_TOKEN");
     info!(?addr, "coordinator listening");
-    let result = tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection)
         .add_service(WorkersServer::with_interceptor(services.clone(), worker_check))
         .add_service(RunsServer::with_interceptor(services.clone(), client_check.clone()))
         .add_service(FleetServer::with_interceptor(services, client_check))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled())
-        .await;
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled());
+    // Streams that outlive the shutdown get two seconds to close.
+    let result = tokio::select! {
+        result = server => result,
+        _ = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        } => Ok(()),
+    };
     owner.abort();
     Ok(result?)
 }

@@ -201,6 +201,10 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
     }
     let running: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
+    // What the coordinator was last told of each device; a change that no
+    // event announced (an attempt of an earlier link ending) is caught here.
+    let mut told: Vec<grpc::Device> = slots.iter().map(|s| s.device()).collect();
+    let mut refresh = tokio::time::interval(Duration::from_secs(1));
     let mut draining = false;
     loop {
         tokio::select! {
@@ -210,7 +214,17 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
             }
             Some(index) = changed.recv() => {
                 let device = slots[index].device();
+                told[index] = device.clone();
                 out.send(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) }))).await.map_err(|e| e.to_string())?;
+            }
+            _ = refresh.tick() => {
+                for (index, slot) in slots.iter().enumerate() {
+                    let device = slot.device();
+                    if device != told[index] {
+                        told[index] = device.clone();
+                        out.send(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) }))).await.map_err(|e| e.to_string())?;
+                    }
+                }
             }
             _ = heartbeat.tick() => {
                 let lease_ids: Vec<String> = running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();

@@ -411,6 +411,30 @@ impl Store {
         Ok(Some(ms[ms.len() / 2]))
     }
 
+    /// Runs that have not finished: what a restarted coordinator takes up again.
+    pub async fn open_runs(&self) -> Result<Vec<RunRow>, StoreError> {
+        Ok(sqlx::query_as::<_, RunRow>(RUN_COLUMNS_OPEN).fetch_all(&self.pool).await?)
+    }
+
+    /// A run's case files: path and text.
+    pub async fn run_files(&self, run_id: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query("SELECT path, source FROM run_files WHERE run_id = $1 ORDER BY path")
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(|r| (r.get::<String, _>(0), r.get::<String, _>(1))).collect())
+    }
+
+    /// A run's cases, in suite order.
+    pub async fn run_cases(&self, run_id: &str) -> Result<Vec<CaseRow>, StoreError> {
+        Ok(sqlx::query_as::<_, CaseRow>(
+            "SELECT case_id, file, ordinal, expected_ms, final_result FROM cases WHERE run_id = $1 ORDER BY ordinal",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub async fn get_run(&self, run_id: &str) -> Result<RunRow, StoreError> {
         sqlx::query_as::<_, RunRow>(RUN_COLUMNS_BY_ID)
             .bind(run_id)
@@ -433,6 +457,7 @@ macro_rules! run_select {
 }
 const RUN_COLUMNS_BY_ID: &str = concat!(run_select!(), " WHERE id = $1");
 const RUN_COLUMNS_NEWEST: &str = concat!(run_select!(), " ORDER BY started_at DESC LIMIT $1");
+const RUN_COLUMNS_OPEN: &str = concat!(run_select!(), " WHERE finished_at IS NULL ORDER BY started_at");
 
 async fn insert_pending(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,

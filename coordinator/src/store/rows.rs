@@ -105,3 +105,12 @@ pub struct RunRow {
     pub finished_at: Option<i64>,
     pub manifest_json: String,
 }
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct CaseRow {
+    pub case_id: String,
+    pub file: String,
+    pub ordinal: i64,
+    pub expected_ms: i64,
+    pub final_result: Option<String>,
+}
