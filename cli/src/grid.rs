@@ -78,10 +78,14 @@ impl SlotArgs {
 pub struct WorkerArgs {
     /// The coordinator's gRPC URL.
     #[arg(long, env = "ARGUS_COORDINATOR")]
-    coordinator: String,
+    coordinator: Option<String>,
+    /// A worker.toml: the coordinator, the name, and the slots with their
+    /// labels, device ids and hooks (flags win over it).
+    #[arg(long, env = "ARGUS_WORKER_CONFIG")]
+    config: Option<std::path::PathBuf>,
     /// The worker's name (its id's prefix).
-    #[arg(long, default_value = "worker")]
-    name: String,
+    #[arg(long)]
+    name: Option<String>,
     /// The coordinator's worker token, if it requires one.
     #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -197,19 +201,40 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
 }
 
 pub async fn worker(args: WorkerArgs) -> ExitCode {
-    let slots = args.slots.slots();
-    if slots.is_empty() {
-        return failed("worker", "give the devices' driver ports: --ports 8123-8126");
-    }
-    print_slots(&slots);
-    let config = WorkerConfig {
-        coordinator: args.coordinator,
-        name: args.name,
-        host: args.slots.driver_host,
-        app_token: args.slots.app_token,
-        token: args.token,
-        slots,
+    let file = match &args.config {
+        Some(path) => match link::WorkerFile::load(path) {
+            Ok(file) => Some(file),
+            Err(error) => return failed("worker", error),
+        },
+        None => None,
     };
+    let slots = if args.slots.ports.is_some() {
+        args.slots.slots()
+    } else {
+        file.as_ref().map(|f| f.slots.clone()).unwrap_or_default()
+    };
+    if slots.is_empty() {
+        return failed(
+            "worker",
+            "give the devices' driver ports (--ports 8123-8126) or a worker.toml with [[slot]]s (--config)",
+        );
+    }
+    let Some(coordinator) = args.coordinator.clone().or_else(|| file.as_ref().and_then(|f| f.coordinator.clone()))
+    else {
+        return failed(
+            "worker",
+            "give the coordinator's URL: --coordinator http://HOST:7171 (or `coordinator` in worker.toml)",
+        );
+    };
+    let name =
+        args.name.clone().or_else(|| file.as_ref().and_then(|f| f.name.clone())).unwrap_or_else(|| "worker".into());
+    let host = file
+        .as_ref()
+        .and_then(|f| f.driver_host.clone())
+        .filter(|_| args.slots.driver_host == "127.0.0.1")
+        .unwrap_or(args.slots.driver_host.clone());
+    print_slots(&slots);
+    let config = WorkerConfig { coordinator, name, host, app_token: args.slots.app_token, token: args.token, slots };
     match link::run(config, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("worker", error),

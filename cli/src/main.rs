@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn every_command_parses() {
         Cli::command().debug_assert();
-        let lines: [&[&str]; 8] = [
+        let lines: [&[&str]; 9] = [
             &["argus", "run", "--ports", "8123-8124", "--on-platform", "ios", "--label", "os=17", "cases"],
             &[
                 "argus",

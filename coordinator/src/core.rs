@@ -156,6 +156,8 @@ struct Run {
     started_at: i64,
     watchers: Vec<mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>>,
     lines: Vec<RunCase>,
+    /// Attempts taken back from the infrastructure, replayed to late watchers.
+    taken_back: Vec<grpc::RunUpdate>,
     platform: Option<String>,
     native: Option<bool>,
     finished: Option<String>,
@@ -260,6 +262,7 @@ impl Core {
                 cases,
                 started_at: row.started_at,
                 watchers: Vec::new(),
+                taken_back: Vec::new(),
                 platform: lines
                     .first()
                     .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
@@ -305,6 +308,9 @@ impl Core {
             Command::Watch { run_id, tx, reply } => {
                 let result = match self.runs.get_mut(&run_id) {
                     Some(run) => {
+                        for note in &run.taken_back {
+                            let _ = tx.try_send(Ok(note.clone()));
+                        }
                         for line in &run.lines {
                             let _ = tx.try_send(Ok(finished_update(line)));
                         }
@@ -484,6 +490,7 @@ impl Core {
                 })),
             };
             run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
+            run.taken_back.push(update);
         }
     }
 
@@ -608,6 +615,7 @@ impl Core {
             started_at,
             watchers: Vec::new(),
             lines: Vec::new(),
+            taken_back: Vec::new(),
             platform: None,
             native: None,
             finished: None,

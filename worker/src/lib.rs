@@ -3,3 +3,4 @@
 
 pub mod driver;
 pub mod link;
+pub mod slots;

@@ -3,7 +3,7 @@
 //! leased. The drivers stay up while the coordinator is away; the stream is
 //! dialed again with backoff.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,25 +20,7 @@ use tracing::{info, warn};
 
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
 
-/// One device: a driver port and the app that dials it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SlotConfig {
-    pub name: String,
-    pub port: u16,
-    pub platform: String,
-    /// The address the app dials: 127.0.0.1 (iOS simulator) or 10.0.2.2
-    /// (Android emulator).
-    pub bridge: String,
-    pub labels: BTreeMap<String, String>,
-}
-
-impl SlotConfig {
-    /// A slot for `port`, named after it, with the bridge its platform dials.
-    pub fn for_port(port: u16, platform: &str) -> Self {
-        let bridge = if platform == "android" { "10.0.2.2" } else { "127.0.0.1" };
-        Self { name: port.to_string(), port, platform: platform.into(), bridge: bridge.into(), labels: BTreeMap::new() }
-    }
-}
+pub use crate::slots::{Hooks, SlotConfig, WorkerFile};
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -82,8 +64,8 @@ impl Slot {
             platform: self.config.platform.clone(),
             bridge: self.config.bridge.clone(),
             labels: self.config.labels.clone().into_iter().collect(),
-            udid: String::new(),
-            serial: String::new(),
+            udid: self.config.udid.clone().unwrap_or_default(),
+            serial: self.config.serial.clone().unwrap_or_default(),
             state: state as i32,
             hello_json: hello.map(|h| serde_json::to_string(&*h).unwrap_or_default()).unwrap_or_default(),
         }
@@ -305,7 +287,24 @@ async fn run_lease(slot: &Slot, lease: &grpc::Lease) -> grpc::AttemptResult {
     {
         return infra(format!("reset: {error}"));
     }
+    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
+    if let Some(before) = &slot.config.hooks.before
+        && let Err(error) = crate::slots::run_hook("before", before, &placeholders).await
+    {
+        return infra(error);
+    }
     let attempt = run_attempt(driver, &case, lease.attempt, &context).await;
+    if attempt.result == argus_proto::run::CaseResult::Failed
+        && let Some(on_failure) = &slot.config.hooks.on_failure
+        && let Err(error) = crate::slots::run_hook("on_failure", on_failure, &placeholders).await
+    {
+        warn!(%error, "the on_failure hook failed");
+    }
+    if let Some(after) = &slot.config.hooks.after
+        && let Err(error) = crate::slots::run_hook("after", after, &placeholders).await
+    {
+        warn!(%error, "the after hook failed");
+    }
     let lost = attempt.steps.iter().find_map(|s| {
         let error = s.error.as_deref()?;
         (s.status == StepStatus::Failed && INFRASTRUCTURE.iter().any(|m| error.contains(m)))

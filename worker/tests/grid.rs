@@ -367,3 +367,38 @@ async fn drivers_beyond_loopback_need_an_app_token() {
         "the drivers listen on 0.0.0.0, beyond this machine: give the apps' token (--app-token or LYNKEUS_TOKEN)"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_device() {
+    let mut grid = grid().await;
+    let port = free_port();
+    let mut broken = SlotConfig::for_port(port, "ios");
+    broken.hooks.before = Some("echo 'simulator {udid} on {port} will not boot' >&2; exit 3".into());
+    let config = WorkerConfig {
+        coordinator: grid.url.clone(),
+        name: "broken".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        slots: vec![broken],
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(link::run(config, cancel.clone()));
+    grid.workers.push(cancel);
+    grid.sims.push(Sim::start(port, None));
+    worker(&mut grid, "good", 1);
+    wait_for_devices(&grid.url, 2).await;
+    let (lines, infra, _) = run_to_end(&grid.url, request(suite(6))).await;
+    check_one_final_result_each(&lines, 6);
+    assert!(lines.iter().all(|l| l.extra["device"]["worker"] == "good"), "every case ran on the good device");
+    assert!(infra.iter().any(|i| i.contains("will not boot")), "{infra:?}");
+    let mut fleet = grpc::fleet_client::FleetClient::connect(grid.url.clone()).await.unwrap();
+    let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
+    let broken = devices.iter().find(|d| d.worker == "broken").unwrap();
+    assert!(broken.quarantined, "{broken:?}");
+    assert!(broken.quarantine_reason.starts_with("3 infrastructure failures in a row"), "{}", broken.quarantine_reason);
+    // An operator releases it.
+    fleet.release(grpc::ReleaseRequest { device_id: broken.id.clone() }).await.unwrap();
+    let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
+    assert!(!devices.iter().find(|d| d.worker == "broken").unwrap().quarantined);
+}

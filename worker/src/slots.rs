@@ -1,0 +1,212 @@
+//! Device slots: what each driver port serves, read from flags or a
+//! `worker.toml`, and the hook commands a slot runs around each attempt.
+//!
+//! ```toml
+//! coordinator = "http://coordinator:7171"
+//! name = "mac-mini-1"
+//!
+//! [[slot]]
+//! name = "iphone-15"
+//! port = 8123
+//! platform = "ios"
+//! udid = "5D1C…"
+//! labels = { os = "17" }
+//! hooks.before = "xcrun simctl launch --terminate-running-process {udid} com.example.shop"
+//! hooks.on_failure = "xcrun simctl io {udid} screenshot /tmp/{case}-{attempt}.png"
+//! ```
+//!
+//! Hooks run with `sh -c`; `{port}`, `{bridge}`, `{udid}`, `{serial}`,
+//! `{slot}`, `{platform}`, `{case}` and `{attempt}` are replaced first. A
+//! `before` hook that fails makes the attempt an infrastructure failure (it
+//! runs again elsewhere); `after` and `on_failure` failures are logged.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How long a hook may take.
+pub const HOOK_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hooks {
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub on_failure: Option<String>,
+}
+
+/// One device: a driver port and the app that dials it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotConfig {
+    #[serde(default)]
+    pub name: String,
+    pub port: u16,
+    #[serde(default = "default_platform")]
+    pub platform: String,
+    /// The address the app dials: 127.0.0.1 (iOS simulator) or 10.0.2.2
+    /// (Android emulator). Derived from the platform when left out.
+    #[serde(default)]
+    pub bridge: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The simulator's UDID, for hooks.
+    pub udid: Option<String>,
+    /// The emulator's serial (`emulator-5554`), for hooks.
+    pub serial: Option<String>,
+    #[serde(default)]
+    pub hooks: Hooks,
+}
+
+fn default_platform() -> String {
+    "ios".into()
+}
+
+fn bridge_for(platform: &str) -> &'static str {
+    if platform == "android" { "10.0.2.2" } else { "127.0.0.1" }
+}
+
+impl SlotConfig {
+    /// A slot for `port`, named after it, with the bridge its platform dials.
+    pub fn for_port(port: u16, platform: &str) -> Self {
+        Self {
+            name: port.to_string(),
+            port,
+            platform: platform.into(),
+            bridge: bridge_for(platform).into(),
+            labels: BTreeMap::new(),
+            udid: None,
+            serial: None,
+            hooks: Hooks::default(),
+        }
+    }
+
+    pub fn placeholders(&self, case: &str, attempt: u32) -> Vec<(&'static str, String)> {
+        vec![
+            ("{port}", self.port.to_string()),
+            ("{bridge}", self.bridge.clone()),
+            ("{udid}", self.udid.clone().unwrap_or_default()),
+            ("{serial}", self.serial.clone().unwrap_or_default()),
+            ("{slot}", self.name.clone()),
+            ("{platform}", self.platform.clone()),
+            ("{case}", case.to_owned()),
+            ("{attempt}", attempt.to_string()),
+        ]
+    }
+}
+
+/// `worker.toml`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFile {
+    pub coordinator: Option<String>,
+    pub name: Option<String>,
+    pub driver_host: Option<String>,
+    #[serde(default, rename = "slot")]
+    pub slots: Vec<SlotConfig>,
+}
+
+impl WorkerFile {
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks a worker file; `shown` names it in errors.
+    pub fn parse(text: &str, shown: &str) -> Result<Self, String> {
+        let mut file: WorkerFile = toml::from_str(text).map_err(|e| format!("{shown}: {e}"))?;
+        let mut ports = std::collections::HashSet::new();
+        for slot in &mut file.slots {
+            if !ports.insert(slot.port) {
+                return Err(format!(
+                    "{shown}: port {} is given to two slots; each app must dial its own port",
+                    slot.port
+                ));
+            }
+            if slot.name.is_empty() {
+                slot.name = slot.port.to_string();
+            }
+            if slot.bridge.is_empty() {
+                slot.bridge = bridge_for(&slot.platform).into();
+            }
+        }
+        Ok(file)
+    }
+}
+
+/// Runs a hook with its placeholders filled in.
+pub async fn run_hook(which: &str, command: &str, placeholders: &[(&'static str, String)]) -> Result<(), String> {
+    let mut line = command.to_owned();
+    for (name, value) in placeholders {
+        line = line.replace(name, value);
+    }
+    let child = tokio::process::Command::new("sh").arg("-c").arg(&line).kill_on_drop(true).output();
+    match tokio::time::timeout(HOOK_TIMEOUT, child).await {
+        Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", HOOK_TIMEOUT.as_secs())),
+        Ok(Err(e)) => Err(format!("the {which} hook `{line}` could not start: {e}")),
+        Ok(Ok(output)) if output.status.success() => Ok(()),
+        Ok(Ok(output)) => {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            Err(format!("the {which} hook `{line}` exited with {}: {last}", output.status.code().unwrap_or(-1)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+coordinator = "http://coordinator:7171"
+name = "mac-mini-1"
+
+[[slot]]
+name = "iphone-15"
+port = 8123
+udid = "5D1C"
+labels = { os = "17" }
+hooks.before = "echo {udid} {port}"
+
+[[slot]]
+port = 8124
+platform = "android"
+serial = "emulator-5554"
+"#;
+
+    #[test]
+    fn a_worker_file_with_slots_labels_and_hooks() {
+        let file = WorkerFile::parse(FILE, "worker.toml").unwrap();
+        assert_eq!(file.coordinator.as_deref(), Some("http://coordinator:7171"));
+        assert_eq!(file.slots[0].name, "iphone-15");
+        assert_eq!(file.slots[0].bridge, "127.0.0.1");
+        assert_eq!(file.slots[0].labels["os"], "17");
+        assert_eq!(file.slots[1].name, "8124");
+        assert_eq!(file.slots[1].bridge, "10.0.2.2", "an emulator reaches the host at 10.0.2.2");
+    }
+
+    #[test]
+    fn bad_worker_files_are_refused_with_the_reason() {
+        let twice = "[[slot]]\nport = 8123\n[[slot]]\nport = 8123\n";
+        assert_eq!(
+            WorkerFile::parse(twice, "w.toml").unwrap_err(),
+            "w.toml: port 8123 is given to two slots; each app must dial its own port"
+        );
+        let unknown = WorkerFile::parse("[[slot]]\nport = 8123\ncolour = \"red\"\n", "w.toml").unwrap_err();
+        assert!(unknown.starts_with("w.toml: ") && unknown.contains("colour"), "{unknown}");
+    }
+
+    #[tokio::test]
+    async fn hooks_get_their_placeholders_and_report_failure() {
+        let slot = WorkerFile::parse(FILE, "worker.toml").unwrap().slots.remove(0);
+        let out = std::env::temp_dir().join(format!("argus-hook-{}", std::process::id()));
+        let command = format!("echo {{udid}}-{{port}}-{{case}}-{{attempt}} > {}", out.display());
+        run_hook("before", &command, &slot.placeholders("login", 2)).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "5D1C-8123-login-2");
+        let _ = std::fs::remove_file(out);
+        let err = run_hook("before", "echo 'no such simulator' >&2; exit 4", &[]).await.unwrap_err();
+        assert_eq!(err, "the before hook `echo 'no such simulator' >&2; exit 4` exited with 4: no such simulator");
+    }
+}
