@@ -120,6 +120,7 @@ mod tests {
                 "android",
             ],
             &["argus", "standalone", "--ports", "8123"],
+            &["argus", "worker", "--config", "worker.toml"],
             &["argus", "coordinator", "--database-url", "sqlite:x.db", "--listen", "127.0.0.1:7000"],
             &["argus", "cases", "run", "--port", "8123", "--once"],
             &["argus", "devices"],
