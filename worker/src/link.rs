@@ -229,7 +229,8 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                         tokio::spawn(async move {
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
                             let _ = changed_tx.send(index).await;
-                            let result = run_lease(&slot, &lease).await;
+                            let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name);
+                            let result = tracing::Instrument::instrument(run_lease(&slot, &lease), span).await;
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
                             running.lock().unwrap_or_else(|p| p.into_inner()).remove(&lease.lease_id);
                             let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;

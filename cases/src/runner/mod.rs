@@ -158,7 +158,8 @@ pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: 
         let step_started = Instant::now();
         state.last_target = None;
         let outcome = if project::runs_here(step.on.as_deref(), hello.as_deref()) {
-            state.step(step).await
+            let span = tracing::info_span!("step", step = %label);
+            tracing::Instrument::instrument(state.step(step), span).await
         } else {
             Ok(Done::Skipped)
         };

@@ -238,7 +238,7 @@ impl Driver {
     /// keeps running.
     pub async fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, CallError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let span = tracing::debug_span!("call", method, id);
+        let span = tracing::info_span!("call", method, id);
         self.shared.call(id, method, params, timeout).instrument(span).await
     }
 
