@@ -223,6 +223,7 @@ pub async fn execute(
     };
     let mut lines: Vec<RunCase> = Vec::new();
     let mut manifest: Option<RunManifest> = None;
+    let mut progress = Progress::new(submitted.case_ids.len());
     while let Some(update) = updates.message().await.transpose() {
         let update = match update {
             Ok(update) => update,
@@ -231,22 +232,13 @@ pub async fn execute(
         match update.kind {
             Some(run_update::Kind::Started(started)) => {
                 let device = started.device.map(|d| d.id).unwrap_or_default();
-                if manifest.is_none()
-                    && run_dir.is_none()
-                    && let Some(dir) = out
-                {
-                    match RunDir::create(dir, argus_cases::runner::iso_now()) {
-                        Ok(created) => run_dir = Some(created),
-                        Err(error) => return usage(error),
-                    }
-                }
-                if std::env::var("ARGUS_VERBOSE").is_ok() {
-                    println!("  … {} (attempt {}) on {device}", started.case_id, started.attempt);
-                }
+                progress.started(&device, &started.case_id);
             }
             Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
                 let device = finished.device.map(|d| d.id).unwrap_or_default();
                 let note: serde_json::Value = serde_json::from_str(&finished.run_case_json).unwrap_or_default();
+                progress.ended(&device, None);
+                progress.clear();
                 println!(
                     "↻ {} on {device}: {} (it runs again)",
                     note["id"].as_str().unwrap_or("?"),
@@ -256,6 +248,8 @@ pub async fn execute(
             Some(run_update::Kind::Finished(finished)) => {
                 let Ok(line) = serde_json::from_str::<RunCase>(&finished.run_case_json) else { continue };
                 let device = finished.device.map(|d| d.id).unwrap_or_default();
+                progress.ended(&device, Some(line.result));
+                progress.clear();
                 print_line(&line, &device);
                 if let Some(dir) = run_dir.as_mut()
                     && let Err(error) = dir.add(&line)
@@ -271,7 +265,9 @@ pub async fn execute(
             Some(run_update::Kind::NoDevice(no)) => return usage(no.message),
             None => {}
         }
+        progress.show();
     }
+    progress.clear();
     let Some(manifest) = manifest else { return usage("the coordinator ended the stream before the run finished") };
     if let Some(dir) = run_dir.as_mut()
         && let Err(error) = dir.finish_with(&manifest)
@@ -315,6 +311,61 @@ fn print_line(line: &RunCase, device: &str) {
         CaseResult::Unsupported => {
             let why = line.steps.iter().find_map(|s| s.error.as_deref()).unwrap_or("unsupported");
             println!("∅ {}{retry}  cannot run on {device}: {why}", line.id);
+        }
+    }
+}
+
+/// On a terminal, one status line under the finished cases: what is done,
+/// and what each device is running now. In CI (no terminal), nothing.
+struct Progress {
+    live: bool,
+    total: usize,
+    passed: usize,
+    failed: usize,
+    running: std::collections::BTreeMap<String, String>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        use std::io::IsTerminal;
+        let live = std::io::stdout().is_terminal() && std::env::var("CI").is_err();
+        Self { live, total, passed: 0, failed: 0, running: Default::default() }
+    }
+
+    fn started(&mut self, device: &str, case: &str) {
+        self.running.insert(device.to_owned(), case.to_owned());
+    }
+
+    fn ended(&mut self, device: &str, result: Option<CaseResult>) {
+        self.running.remove(device);
+        match result {
+            Some(CaseResult::Failed) => self.failed += 1,
+            Some(_) => self.passed += 1,
+            None => {}
+        }
+    }
+
+    fn show(&self) {
+        if !self.live {
+            return;
+        }
+        let devices: Vec<String> = self.running.iter().map(|(d, c)| format!("{d}: {c}")).collect();
+        let line = format!(
+            "{} passed, {} failed, {} running of {}  {}",
+            self.passed,
+            self.failed,
+            self.running.len(),
+            self.total,
+            devices.join(" · ")
+        );
+        let line: String = line.chars().take(160).collect();
+        print!("\r\x1b[2K{line}");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+    }
+
+    fn clear(&self) {
+        if self.live {
+            print!("\r\x1b[2K");
         }
     }
 }

@@ -10,6 +10,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::error::{Error as WsError, ProtocolError};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -83,6 +84,11 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, cancel: Cancel
                         break None;
                     }
                     Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => {}
+                    // An app that goes away without a goodbye is normal.
+                    Err(WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) | WsError::Io(_) | WsError::ConnectionClosed) => {
+                        info!(link, "app connection dropped");
+                        break None;
+                    }
                     Err(error) => {
                         warn!(link, %error, "bad frame from the app; closing its connection");
                         break Some(close_frame(CloseCode::Policy, "bad frame"));
