@@ -224,7 +224,19 @@ pub async fn execute(
     let mut lines: Vec<RunCase> = Vec::new();
     let mut manifest: Option<RunManifest> = None;
     let mut progress = Progress::new(submitted.case_ids.len());
-    while let Some(update) = updates.message().await.transpose() {
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let update = tokio::select! {
+            update = updates.message() => update.transpose(),
+            _ = &mut interrupted => {
+                progress.clear();
+                eprintln!("argus run: interrupted; cancelling run {}", submitted.run_id);
+                let _ = client.cancel(grpc::CancelRequest { run_id: submitted.run_id.clone() }).await;
+                return ExitCode::from(130);
+            }
+        };
+        let Some(update) = update else { break };
         let update = match update {
             Ok(update) => update,
             Err(status) => return usage(format!("the coordinator stopped answering: {}", status.message())),

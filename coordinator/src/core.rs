@@ -62,6 +62,10 @@ impl From<CoreError> for tonic::Status {
 }
 
 pub enum Command {
+    Cancel {
+        run_id: String,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
     WorkerJoined {
         register: grpc::Register,
         tx: WorkerTx,
@@ -342,6 +346,11 @@ impl Core {
                     }
                     None => Err(CoreError::Invalid(format!("no device {device}"))),
                 };
+                let _ = reply.send(result);
+                self.dispatch().await;
+            }
+            Command::Cancel { run_id, reply } => {
+                let result = self.cancel(&run_id).await;
                 let _ = reply.send(result);
                 self.dispatch().await;
             }
@@ -904,6 +913,41 @@ impl Core {
             let _ = watcher.try_send(Ok(update.clone()));
         }
         run.finished = Some(manifest_json);
+    }
+
+    /// Ends a run where it stands: nothing more is leased, running attempts
+    /// are told to stop and their results will be refused, and the run is
+    /// recorded as cut short (no `finishedAt`, no `totals`).
+    async fn cancel(&mut self, run_id: &str) -> Result<(), CoreError> {
+        let Some(run) = self.runs.get(run_id) else { return Err(CoreError::NoRun(run_id.to_owned())) };
+        if run.finished.is_some() {
+            return Ok(());
+        }
+        self.pending.retain(|p| p.run_id != run_id);
+        let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();
+        for lease_id in leases {
+            let Some(lease) = self.leases.remove(&lease_id) else { continue };
+            if let Some(device) = self.devices.get_mut(&lease.device) {
+                device.lease = None;
+            }
+            let _ = self.store.revoke_lease(&lease_id, "the run was cancelled", now_ms()).await;
+            if let Some(worker) = self.workers.get(&lease.worker) {
+                let cancel = grpc::Cancel { lease_id: lease_id.clone(), reason: "the run was cancelled".into() };
+                let _ = worker.tx.try_send(Ok(message(coordinator_message::Kind::Cancel(cancel))));
+            }
+        }
+        let run = self.runs.get_mut(run_id).expect("checked above");
+        let manifest = serde_json::to_string(&RunManifest::started(iso(run.started_at))).unwrap_or_default();
+        self.store.finish_run(run_id, now_ms(), &manifest).await?;
+        info!(run = run_id, "run cancelled");
+        let update = grpc::RunUpdate {
+            kind: Some(run_update::Kind::RunFinished(grpc::RunFinished { manifest_json: manifest.clone() })),
+        };
+        for watcher in run.watchers.drain(..) {
+            let _ = watcher.try_send(Ok(update.clone()));
+        }
+        run.finished = Some(manifest);
+        Ok(())
     }
 
     fn fleet(&self) -> grpc::ListFleetResponse {

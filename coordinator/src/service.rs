@@ -78,10 +78,10 @@ impl grpc::runs_server::Runs for Services {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
-    async fn cancel(&self, _request: Request<grpc::CancelRequest>) -> Result<Response<grpc::CancelResponse>, Status> {
-        Err(Status::unimplemented(
-            "cancelling a run is not supported yet: stop its client; its leases end with their deadlines",
-        ))
+    async fn cancel(&self, request: Request<grpc::CancelRequest>) -> Result<Response<grpc::CancelResponse>, Status> {
+        let run_id = request.into_inner().run_id;
+        ask(&self.handle, |reply| Command::Cancel { run_id, reply }).await??;
+        Ok(Response::new(grpc::CancelResponse {}))
     }
 
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {

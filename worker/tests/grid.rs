@@ -160,8 +160,8 @@ async fn forty_cases_sharded_over_eight_devices_on_two_workers_on_postgres() {
 }
 
 async fn forty_cases_on(postgres: bool) {
-    let Some(url) = database(postgres).await else { return };
-    let (url, cancel) = coordinator_on(&url).await;
+    let Some(database_url) = database(postgres).await else { return };
+    let (url, cancel) = coordinator_on(&database_url).await;
     let mut grid = Grid { url, cancel, sims: Vec::new(), workers: Vec::new() };
     worker(&mut grid, "w1", 4);
     worker(&mut grid, "w2", 4);
@@ -182,6 +182,20 @@ async fn forty_cases_on(postgres: bool) {
     let totals = manifest.totals.unwrap();
     assert_eq!((totals.cases, totals.passed, totals.failed), (40, 40, 0));
     assert_eq!(manifest.platform.as_deref(), Some("ios"));
+
+    // What the client was told and what the database holds agree.
+    let store = Store::open(&database_url).await.unwrap();
+    let run = store.list_runs(1).await.unwrap().remove(0);
+    let stored: Vec<RunCase> =
+        store.run_lines(&run.id).await.unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let key = |l: &RunCase| (l.id.clone(), l.attempt, l.result, l.extra["device"]["id"].clone());
+    let mut told: Vec<_> = lines.iter().map(key).collect();
+    let mut held: Vec<_> = stored.iter().map(key).collect();
+    told.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    held.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_eq!(told, held);
+    let stored_manifest: RunManifest = serde_json::from_str(&run.manifest_json).unwrap();
+    assert_eq!(stored_manifest.totals, manifest.totals);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -401,4 +415,28 @@ async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_devi
     fleet.release(grpc::ReleaseRequest { device_id: broken.id.clone() }).await.unwrap();
     let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
     assert!(!devices.iter().find(|d| d.worker == "broken").unwrap().quarantined);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_is_cut_short_and_frees_the_fleet() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 2);
+    wait_for_devices(&grid.url, 2).await;
+    let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
+    let submitted = runs.submit(request(slow_suite(8, 1_000))).await.unwrap().into_inner();
+    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone() }).await.unwrap().into_inner();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    runs.cancel(grpc::CancelRequest { run_id: submitted.run_id.clone() }).await.unwrap();
+    let manifest = loop {
+        let update = tokio::time::timeout(Duration::from_secs(10), updates.message()).await.unwrap().unwrap().unwrap();
+        if let Some(run_update::Kind::RunFinished(done)) = update.kind {
+            break serde_json::from_str::<RunManifest>(&done.manifest_json).unwrap();
+        }
+    };
+    assert!(manifest.finished_at.is_none() && manifest.totals.is_none(), "cut short: {manifest:?}");
+    let missing = runs.cancel(grpc::CancelRequest { run_id: "nope".into() }).await.unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+    // The devices go on to the next run.
+    let (lines, _, _) = run_to_end(&grid.url, request(suite(3))).await;
+    check_one_final_result_each(&lines, 3);
 }
