@@ -440,3 +440,61 @@ async fn a_cancelled_run_is_cut_short_and_frees_the_fleet() {
     let (lines, _, _) = run_to_end(&grid.url, request(suite(3))).await;
     check_one_final_result_each(&lines, 3);
 }
+
+/// A worker spoken by hand over gRPC: one device in `state`.
+async fn fake_worker(
+    url: &str,
+    state: grpc::DeviceState,
+) -> (tokio::sync::mpsc::Sender<grpc::WorkerMessage>, tonic::Streaming<grpc::CoordinatorMessage>) {
+    use argus_proto::grpc::worker_message::Kind;
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let hello = r#"{"protocolVersion":1,"platform":"ios","native":false,"commands":[],"app":{"name":"Shop"}}"#;
+    let device = grpc::Device {
+        slot: "9999".into(),
+        port: 9999,
+        platform: "ios".into(),
+        state: state as i32,
+        hello_json: hello.into(),
+        ..Default::default()
+    };
+    let register = grpc::Register { worker_id_prefix: "fake".into(), devices: vec![device], ..Default::default() };
+    tx.send(grpc::WorkerMessage { kind: Some(Kind::Register(register)) }).await.unwrap();
+    let mut client = grpc::workers_client::WorkersClient::connect(url.to_owned()).await.unwrap();
+    let inbound = client.link(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    (tx, inbound)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_result_from_a_revoked_lease_is_refused() {
+    use argus_proto::grpc::{coordinator_message, worker_message};
+    let mut grid = grid().await;
+    let (tx, mut inbound) = fake_worker(&grid.url, grpc::DeviceState::Idle).await;
+    let Some(coordinator_message::Kind::Registered(_)) = inbound.message().await.unwrap().unwrap().kind else {
+        panic!("registered first")
+    };
+    let url = grid.url.clone();
+    let run = tokio::spawn(async move { run_to_end(&url, request(suite(1))).await });
+    let Some(coordinator_message::Kind::Lease(lease)) = inbound.message().await.unwrap().unwrap().kind else {
+        panic!("then a lease")
+    };
+    // The fake worker is lost: its lease is taken back and the attempt queued again.
+    drop(tx);
+    drop(inbound);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // It comes back with the result of the lease it no longer holds.
+    let (tx, mut inbound) = fake_worker(&grid.url, grpc::DeviceState::Waiting).await;
+    inbound.message().await.unwrap().unwrap();
+    let late = format!(
+        r#"{{"id":"{}","file":"cases/browse.md","attempt":1,"result":"failed","startedAt":"2026-01-01T00:00:00.000Z","ms":5,"steps":[]}}"#,
+        lease.case_id
+    );
+    let result = grpc::AttemptResult { lease_id: lease.lease_id.clone(), run_case_json: late, ..Default::default() };
+    tx.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await.unwrap();
+    // A real device runs the attempt.
+    worker(&mut grid, "real", 1);
+    let (lines, infra, manifest) = run.await.unwrap();
+    assert_eq!(infra.len(), 1, "the lost lease: {infra:?}");
+    assert_eq!(lines.len(), 1, "the late result was refused: {lines:?}");
+    assert_eq!(lines[0].extra["device"]["worker"], "real");
+    assert_eq!(manifest.totals.unwrap().passed, 1);
+}
