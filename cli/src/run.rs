@@ -274,6 +274,13 @@ pub async fn execute(
                 manifest = serde_json::from_str(&finished.manifest_json).ok();
                 break;
             }
+            Some(run_update::Kind::Step(step)) => {
+                let device = step.device.map(|d| d.id).unwrap_or_default();
+                let label = serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json)
+                    .map(|s| s.step)
+                    .unwrap_or_default();
+                progress.started(&device, &format!("{} › {label}", step.case_id));
+            }
             Some(run_update::Kind::NoDevice(no)) => return usage(no.message),
             None => {}
         }

@@ -444,7 +444,22 @@ impl Core {
             }
             Some(Kind::Attempt(result)) => self.attempt_finished(worker, result).await,
             Some(Kind::GoingAway(_)) => self.worker_gone(worker).await,
-            Some(Kind::Step(_)) | Some(Kind::Register(_)) | None => {}
+            Some(Kind::Step(step)) => {
+                let Some(lease) = self.leases.get(&step.lease_id).filter(|l| l.worker == worker) else { return };
+                let update = grpc::RunUpdate {
+                    kind: Some(run_update::Kind::Step(grpc::StepFinished {
+                        case_id: lease.case_id.clone(),
+                        attempt: lease.attempt,
+                        index: step.index,
+                        run_step_json: step.run_step_json,
+                        device: Some(self.device_ref(&lease.device)),
+                    })),
+                };
+                if let Some(run) = self.runs.get_mut(&lease.run_id) {
+                    run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
+                }
+            }
+            Some(Kind::Register(_)) | None => {}
         }
     }
 

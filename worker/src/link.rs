@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use argus_cases::runner::{RunContext, run_attempt};
+use argus_cases::runner::{RunContext, run_attempt_with};
 use argus_cases::{CasesConfig, parse_case};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
@@ -230,7 +230,16 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
                             let _ = changed_tx.send(index).await;
                             let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name);
-                            let result = tracing::Instrument::instrument(run_lease(&slot, &lease), span).await;
+                            let (steps, lease_id) = (out.clone(), lease.lease_id.clone());
+                            let on_step = move |index: usize, step: &argus_proto::run::RunStep| {
+                                let step = grpc::StepResult {
+                                    lease_id: lease_id.clone(),
+                                    index: index as u32,
+                                    run_step_json: serde_json::to_string(step).unwrap_or_default(),
+                                };
+                                let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
+                            };
+                            let result = tracing::Instrument::instrument(run_lease(&slot, &lease, on_step), span).await;
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
                             running.lock().unwrap_or_else(|p| p.into_inner()).remove(&lease.lease_id);
                             let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
@@ -255,7 +264,11 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
 const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call", "Agent server closed"];
 
 /// Runs one leased attempt on its slot's driver.
-async fn run_lease(slot: &Slot, lease: &grpc::Lease) -> grpc::AttemptResult {
+async fn run_lease(
+    slot: &Slot,
+    lease: &grpc::Lease,
+    on_step: impl FnMut(usize, &argus_proto::run::RunStep),
+) -> grpc::AttemptResult {
     let infra = |error: String| grpc::AttemptResult {
         lease_id: lease.lease_id.clone(),
         run_case_json: String::new(),
@@ -294,7 +307,7 @@ async fn run_lease(slot: &Slot, lease: &grpc::Lease) -> grpc::AttemptResult {
     {
         return infra(error);
     }
-    let attempt = run_attempt(driver, &case, lease.attempt, &context).await;
+    let attempt = run_attempt_with(driver, &case, lease.attempt, &context, on_step).await;
     if attempt.result == argus_proto::run::CaseResult::Failed
         && let Some(on_failure) = &slot.config.hooks.on_failure
         && let Err(error) = crate::slots::run_hook("on_failure", on_failure, &placeholders).await

@@ -498,3 +498,25 @@ async fn a_late_result_from_a_revoked_lease_is_refused() {
     assert_eq!(lines[0].extra["device"]["worker"], "real");
     assert_eq!(manifest.totals.unwrap().passed, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_stream_to_the_client_as_they_finish() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 1);
+    wait_for_devices(&grid.url, 1).await;
+    let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
+    let submitted = runs.submit(request(slow_suite(1, 300))).await.unwrap().into_inner();
+    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id }).await.unwrap().into_inner();
+    let mut steps = Vec::new();
+    loop {
+        let update = tokio::time::timeout(Duration::from_secs(10), updates.message()).await.unwrap().unwrap().unwrap();
+        match update.kind {
+            Some(run_update::Kind::Step(step)) => steps.push((step.index, step.run_step_json)),
+            Some(run_update::Kind::Finished(_)) => break,
+            _ => {}
+        }
+    }
+    let indexes: Vec<u32> = steps.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indexes, [0, 1, 2], "each step, in order, before the attempt's end");
+    assert!(steps[1].1.contains(r#""step":"app.wait 300""#), "{}", steps[1].1);
+}

@@ -125,6 +125,17 @@ struct Attempt<'a, D: Device> {
 
 /// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
 pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: &RunContext) -> RunCase {
+    run_attempt_with(device, case, attempt, run, |_, _| {}).await
+}
+
+/// As [`run_attempt`], telling `on_step` of each step as it finishes.
+pub async fn run_attempt_with<D: Device>(
+    device: &D,
+    case: &Case,
+    attempt: u32,
+    run: &RunContext,
+    mut on_step: impl FnMut(usize, &RunStep),
+) -> RunCase {
     let started_at = iso_now();
     let started = Instant::now();
     let mut state = Attempt {
@@ -153,6 +164,7 @@ pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: 
         let label = label(step);
         if stopped {
             records.push(record(label, StepStatus::Skipped, 0, None, section, None));
+            on_step(records.len() - 1, records.last().expect("just pushed"));
             continue;
         }
         let step_started = Instant::now();
@@ -183,6 +195,7 @@ pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: 
         };
         state.ran.insert(step.verb.clone());
         records.push(record(label, status, ms, error, section, events));
+        on_step(records.len() - 1, records.last().expect("just pushed"));
     }
     let evidence = if result == CaseResult::Failed { Some(state.evidence().await) } else { None };
     RunCase {
