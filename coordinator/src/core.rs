@@ -162,6 +162,8 @@ struct Run {
     lines: Vec<RunCase>,
     /// Attempts taken back from the infrastructure, replayed to late watchers.
     taken_back: Vec<grpc::RunUpdate>,
+    /// Steps of attempts still running, replayed to late watchers.
+    live_steps: Vec<grpc::StepFinished>,
     platform: Option<String>,
     native: Option<bool>,
     finished: Option<String>,
@@ -267,6 +269,7 @@ impl Core {
                 started_at: row.started_at,
                 watchers: Vec::new(),
                 taken_back: Vec::new(),
+                live_steps: Vec::new(),
                 platform: lines
                     .first()
                     .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
@@ -314,6 +317,10 @@ impl Core {
                     Some(run) => {
                         for note in &run.taken_back {
                             let _ = tx.try_send(Ok(note.clone()));
+                        }
+                        for step in &run.live_steps {
+                            let _ =
+                                tx.try_send(Ok(grpc::RunUpdate { kind: Some(run_update::Kind::Step(step.clone())) }));
                         }
                         for line in &run.lines {
                             let _ = tx.try_send(Ok(finished_update(line)));
@@ -457,6 +464,9 @@ impl Core {
                 };
                 if let Some(run) = self.runs.get_mut(&lease.run_id) {
                     run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
+                    if let Some(run_update::Kind::Step(step)) = update.kind {
+                        run.live_steps.push(step);
+                    }
                 }
             }
             Some(Kind::Register(_)) | None => {}
@@ -640,6 +650,7 @@ impl Core {
             watchers: Vec::new(),
             lines: Vec::new(),
             taken_back: Vec::new(),
+            live_steps: Vec::new(),
             platform: None,
             native: None,
             finished: None,
@@ -834,6 +845,9 @@ impl Core {
         self.leases.remove(&result.lease_id);
         if let Some(d) = self.devices.get_mut(&device_id) {
             d.lease = None;
+        }
+        if let Some(run) = self.runs.get_mut(&run_id) {
+            run.live_steps.retain(|s| !(s.case_id == case_id && s.attempt == attempt));
         }
         if infrastructure {
             let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
