@@ -37,15 +37,23 @@ pub struct RunArgs {
     /// Keep running a case's steps after one fails (a failed setup step still stops it).
     #[arg(long = "continue")]
     keep_going: bool,
-    /// Write the lynkeus run directory (run.json, cases.jsonl) here.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Write JUnit XML here.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
     /// How long to wait for the app to attach, in seconds.
     #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
     attach_timeout: f64,
+}
+
+/// Where a run's results go; `argus cases run` and `argus run` share them.
+#[derive(clap::Args)]
+pub struct OutputArgs {
+    /// Write the lynkeus run directory here: run.json and cases.jsonl (on
+    /// the grid, each line adds the `device` it ran on).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -126,7 +134,7 @@ async fn run_cases(args: RunArgs) -> ExitCode {
         ));
     };
     let fixtures = config.fixtures.clone().map(Fixtures::new);
-    let run = RunContext { config, fixtures, collect_events: args.out.is_some(), keep_going: args.keep_going };
+    let run = RunContext { config, fixtures, collect_events: args.output.out.is_some(), keep_going: args.keep_going };
     let code = tokio::select! {
         code = run_with_fixtures(&args, &cases, &run, attach_timeout) => code,
         _ = tokio::signal::ctrl_c() => {
@@ -195,7 +203,7 @@ async fn run_with_fixtures(
         cases.len(),
         if cases.len() == 1 { "" } else { "s" }
     );
-    let mut run_dir = match &args.out {
+    let mut run_dir = match &args.output.out {
         Some(dir) => match RunDir::create(dir, iso_now()) {
             Ok(run_dir) => Some(run_dir),
             Err(error) => return setup_failed(error),
@@ -220,7 +228,7 @@ async fn run_with_fixtures(
     {
         write_error.get_or_insert(error);
     }
-    if let Some(path) = &args.junit
+    if let Some(path) = &args.output.junit
         && let Err(error) = std::fs::write(path, junit("argus", &attempts))
     {
         write_error.get_or_insert(format!("{}: {error}", path.display()));

@@ -14,7 +14,7 @@ use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use tokio_util::sync::CancellationToken;
 
-use crate::cases::{load_suite, report};
+use crate::cases::{OutputArgs, load_suite, report};
 use crate::grid::{SlotArgs, channel, print_slots, start_local};
 
 #[derive(clap::Args)]
@@ -48,12 +48,8 @@ pub struct RunArgs {
     priority: u32,
     #[arg(long, env = "ARGUS_PROJECT")]
     project: Option<String>,
-    /// Write the lynkeus run directory here (with `device` on every line).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Write JUnit XML here.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Local grid: how long to wait for the first device, in seconds.
     #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
     attach_timeout: f64,
@@ -164,7 +160,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
         }
         (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
     };
-    execute(&url, args.token.as_deref(), request, args.out.as_deref(), args.junit.as_deref()).await
+    execute(&url, args.token.as_deref(), request, args.output.out.as_deref(), args.output.junit.as_deref()).await
 }
 
 /// Waits until `count` devices have an app attached.

@@ -715,7 +715,7 @@ impl Core {
                     (r.id.clone(), Share { priority: r.priority, running })
                 })
                 .collect();
-            let caps = self.devices[&device_id].caps.clone();
+            let Some(caps) = self.devices.get(&device_id).map(|d| d.caps.clone()) else { continue };
             let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else {
                 continue;
             };
@@ -728,9 +728,13 @@ impl Core {
     }
 
     async fn lease(&mut self, device_id: &str, key: Key) -> Result<(), CoreError> {
-        let device = &self.devices[device_id];
-        let run = &self.runs[&key.run];
-        let case = &run.cases[&key.case];
+        // The owner task must not panic on a state it did not expect: a
+        // missing device, run or case leaves the attempt queued, with a log.
+        let missing = |what: String| CoreError::Invalid(format!("cannot lease: {what}"));
+        let device = self.devices.get(device_id).ok_or_else(|| missing(format!("no device {device_id}")))?;
+        let run = self.runs.get(&key.run).ok_or_else(|| missing(format!("no run {}", key.run)))?;
+        let case =
+            run.cases.get(&key.case).ok_or_else(|| missing(format!("no case {} in run {}", key.case, key.run)))?;
         let lease_id = uuid::Uuid::new_v4().simple().to_string();
         let deadline_ms = now_ms() + LEASE_TTL.as_millis() as i64;
         self.store
@@ -773,7 +777,9 @@ impl Core {
                 deadline: Instant::now() + LEASE_TTL,
             },
         );
-        self.devices.get_mut(device_id).expect("exists").lease = Some(lease_id.clone());
+        if let Some(device) = self.devices.get_mut(device_id) {
+            device.lease = Some(lease_id.clone());
+        }
         let started = grpc::RunUpdate {
             kind: Some(run_update::Kind::Started(grpc::AttemptStarted {
                 case_id: key.case.clone(),
