@@ -306,13 +306,56 @@ pub async fn migrate(args: StoreArgs) -> ExitCode {
     }
 }
 
-pub async fn devices(args: ViewArgs) -> ExitCode {
-    let mut fleet = match FleetClient::connect(args.coordinator.clone()).await {
-        Ok(client) => client,
-        Err(error) => {
-            return failed("devices", format!("cannot reach the coordinator at {}: {error}", args.coordinator));
-        }
+#[derive(clap::Args)]
+pub struct DevicesArgs {
+    #[command(flatten)]
+    view: ViewArgs,
+    #[command(subcommand)]
+    action: Option<DeviceAction>,
+}
+
+#[derive(clap::Subcommand)]
+enum DeviceAction {
+    /// Let a quarantined device run cases again.
+    Release { device: String },
+    /// Keep a device from running cases, with a reason others will see.
+    Quarantine {
+        device: String,
+        #[arg(long, default_value = "quarantined by an operator")]
+        reason: String,
+    },
+    /// Let a worker finish what it runs and take no more.
+    Drain { worker: String },
+}
+
+pub async fn devices(args: DevicesArgs) -> ExitCode {
+    let mut fleet = match channel(&args.view.coordinator, args.view.token.as_deref()).await {
+        Ok((channel, bearer)) => FleetClient::with_interceptor(channel, bearer),
+        Err(error) => return failed("devices", error),
     };
+    let done = match args.action {
+        None => None,
+        Some(DeviceAction::Release { device }) => Some(
+            fleet.release(grpc::ReleaseRequest { device_id: device.clone() }).await.map(|_| format!("{device} released")),
+        ),
+        Some(DeviceAction::Quarantine { device, reason }) => Some(
+            fleet
+                .quarantine(grpc::QuarantineRequest { device_id: device.clone(), reason })
+                .await
+                .map(|_| format!("{device} quarantined")),
+        ),
+        Some(DeviceAction::Drain { worker }) => Some(
+            fleet.drain(grpc::DrainRequest { worker_id: worker.clone() }).await.map(|_| format!("{worker} draining")),
+        ),
+    };
+    match done {
+        Some(Ok(message)) => {
+            eprintln!("argus devices: {message}");
+            return ExitCode::SUCCESS;
+        }
+        Some(Err(status)) => return failed("devices", status.message()),
+        None => {}
+    }
     let list = match fleet.list(grpc::ListFleetRequest {}).await {
         Ok(list) => list.into_inner(),
         Err(status) => return failed("devices", status.message()),

@@ -41,8 +41,8 @@ enum Command {
     Standalone(grid::StandaloneArgs),
     /// Apply the store's migrations.
     Migrate(grid::StoreArgs),
-    /// The fleet: workers' devices and their state.
-    Devices(grid::ViewArgs),
+    /// The fleet: workers' devices and their state; release, quarantine, drain.
+    Devices(grid::DevicesArgs),
     /// Recent runs.
     Runs(grid::ViewArgs),
 }
@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn every_command_parses() {
         Cli::command().debug_assert();
-        let lines: [&[&str]; 9] = [
+        let lines: [&[&str]; 11] = [
             &["argus", "run", "--ports", "8123-8124", "--on-platform", "ios", "--label", "os=17", "cases"],
             &[
                 "argus",
@@ -124,6 +124,8 @@ mod tests {
             &["argus", "coordinator", "--database-url", "sqlite:x.db", "--listen", "127.0.0.1:7000"],
             &["argus", "cases", "run", "--port", "8123", "--once"],
             &["argus", "devices"],
+            &["argus", "devices", "release", "w1-8123"],
+            &["argus", "devices", "quarantine", "w1-8123", "--reason", "cracked screen"],
             &["argus", "call", "ping"],
             &["argus", "sim", "--model", "m.yaml", "--port", "8123"],
         ];

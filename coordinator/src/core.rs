@@ -101,6 +101,10 @@ pub enum Command {
     },
 }
 
+/// How many cases in a row may fail on a device and pass elsewhere before
+/// the device is quarantined.
+const SUSPECT_CASES: usize = 3;
+
 /// Talks to the owner task.
 #[derive(Clone)]
 pub struct Handle {
@@ -121,6 +125,9 @@ struct Device {
     lease: Option<String>,
     quarantine: Option<String>,
     infra_failures: u32,
+    /// Cases that failed here since this device last passed one, and then
+    /// passed on another device: the device, not the case, is suspect.
+    failed_but_passed_elsewhere: Vec<String>,
 }
 
 struct Worker {
@@ -349,6 +356,7 @@ impl Core {
                         d.quarantine = reason;
                         d.caps.quarantined = d.quarantine.is_some();
                         d.infra_failures = 0;
+                        d.failed_but_passed_elsewhere.clear();
                         Ok(())
                     }
                     None => Err(CoreError::Invalid(format!("no device {device}"))),
@@ -419,6 +427,7 @@ impl Core {
             caps: Capabilities::default(),
             lease: None,
             quarantine: None,
+            failed_but_passed_elsewhere: Vec::new(),
             infra_failures: 0,
         });
         entry.caps = Capabilities { platform, labels, app, quarantined: entry.quarantine.is_some() };
@@ -887,6 +896,7 @@ impl Core {
             d.infra_failures = 0;
         }
         let line = line.expect("not an infrastructure failure");
+        self.judge_device(&run_id, &line, &device_id);
         let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
         if let Some(run) = self.runs.get_mut(&run_id) {
             let update = grpc::RunUpdate {
@@ -921,6 +931,43 @@ impl Core {
             self.finish_run_if_done(&run_id).await;
         }
         self.dispatch().await;
+    }
+
+    /// A pass clears the device it ran on; a pass after failures on other
+    /// devices counts against each of them, and the third such case in a row
+    /// quarantines a device.
+    fn judge_device(&mut self, run_id: &str, line: &RunCase, device_id: &str) {
+        if line.result != CaseResult::Passed {
+            return;
+        }
+        if let Some(d) = self.devices.get_mut(device_id) {
+            d.failed_but_passed_elsewhere.clear();
+        }
+        let Some(run) = self.runs.get(run_id) else { return };
+        let suspects: Vec<String> = run
+            .lines
+            .iter()
+            .filter(|l| l.id == line.id && l.result == CaseResult::Failed)
+            .filter_map(|l| l.extra.get("device")?.get("id")?.as_str().map(str::to_owned))
+            .filter(|d| d != device_id)
+            .collect();
+        for suspect in suspects {
+            let Some(d) = self.devices.get_mut(&suspect) else { continue };
+            if d.failed_but_passed_elsewhere.contains(&line.id) {
+                continue;
+            }
+            d.failed_but_passed_elsewhere.push(line.id.clone());
+            if d.failed_but_passed_elsewhere.len() >= SUSPECT_CASES && d.quarantine.is_none() {
+                let reason = format!(
+                    "{} cases in a row failed here and passed on other devices: {}",
+                    d.failed_but_passed_elsewhere.len(),
+                    d.failed_but_passed_elsewhere.join(", ")
+                );
+                warn!(device = %d.id, %reason, "device quarantined");
+                d.quarantine = Some(reason);
+                d.caps.quarantined = true;
+            }
+        }
     }
 
     async fn finish_run_if_done(&mut self, run_id: &str) {

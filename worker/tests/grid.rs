@@ -520,3 +520,92 @@ async fn steps_stream_to_the_client_as_they_finish() {
     assert_eq!(indexes, [0, 1, 2], "each step, in order, before the attempt's end");
     assert!(steps[1].1.contains(r#""step":"app.wait 300""#), "{}", steps[1].1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_whose_failures_pass_elsewhere_is_quarantined() {
+    let mut grid = grid().await;
+    let port = free_port();
+    let config = WorkerConfig {
+        coordinator: grid.url.clone(),
+        name: "sick".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        slots: vec![SlotConfig::for_port(port, "ios")],
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(link::run(config, cancel.clone()));
+    grid.workers.push(cancel);
+    // The app on this device renders its title wrong; every case looks for it.
+    grid.sims.push(Sim::start_altered(port, "Welcome to Shop", "Welcome to Sh0p"));
+    worker(&mut grid, "good", 2);
+    wait_for_devices(&grid.url, 3).await;
+    let items: Vec<String> = (0..16).map(|i| i.to_string()).collect();
+    let source = format!(
+        "---\nid: title\nmatrix: {{ n: [{}] }}\n---\nsteps:\n  - app.see: {{ text: Welcome to Shop, timeoutMs: 200 }}\n  - app.wait: 400\n",
+        items.join(", ")
+    );
+    let cases = vec![grpc::CaseFile { path: "cases/title.md".into(), source }];
+    let (lines, _, manifest) = run_to_end(&grid.url, request(cases)).await;
+    check_one_final_result_each(&lines, 16);
+    assert_eq!(manifest.totals.unwrap().passed, 16);
+    let sick: Vec<&RunCase> = lines.iter().filter(|l| l.extra["device"]["worker"] == "sick").collect();
+    assert!(sick.iter().all(|l| l.result == CaseResult::Failed), "the sick device passes nothing");
+    // It fails fast, so it takes more cases while the first retries run
+    // elsewhere; once three of them pass, it takes no more.
+    assert!((3..=8).contains(&sick.len()), "it stops getting cases: {} ran there", sick.len());
+    let mut fleet = grpc::fleet_client::FleetClient::connect(grid.url.clone()).await.unwrap();
+    let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
+    let device = devices.iter().find(|d| d.worker == "sick").unwrap();
+    assert!(device.quarantined, "{device:?}");
+    assert!(
+        device.quarantine_reason.starts_with("3 cases in a row failed here and passed on other devices: title[n="),
+        "{}",
+        device.quarantine_reason
+    );
+    assert!(devices.iter().filter(|d| d.worker == "good").all(|d| !d.quarantined));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_three_run_gets_three_devices_for_each_of_a_priority_one_run() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 4);
+    wait_for_devices(&grid.url, 4).await;
+    // Every attempt that starts, in the order the coordinator started them.
+    let (tx, mut starts) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let mut runs = Vec::new();
+    for (name, priority) in [("low", 1), ("high", 3)] {
+        let mut client = RunsClient::connect(grid.url.clone()).await.unwrap();
+        let mut submit = request(slow_suite(24, 150));
+        submit.priority = priority;
+        let run_id = client.submit(submit).await.unwrap().into_inner().run_id;
+        let mut updates = client.watch(grpc::WatchRequest { run_id }).await.unwrap().into_inner();
+        let tx = tx.clone();
+        runs.push(tokio::spawn(async move {
+            while let Some(update) = updates.message().await.unwrap() {
+                match update.kind {
+                    Some(run_update::Kind::Started(_)) => tx.send(name).unwrap(),
+                    Some(run_update::Kind::RunFinished(_)) => return,
+                    _ => {}
+                }
+            }
+        }));
+    }
+    drop(tx);
+    for run in runs {
+        tokio::time::timeout(Duration::from_secs(60), run).await.unwrap().unwrap();
+    }
+    let mut order = Vec::new();
+    while let Some(name) = starts.recv().await {
+        order.push(name);
+    }
+    // From the high run's first start to its last, both runs had work queued:
+    // the low run got about one start in four.
+    let first = order.iter().position(|n| *n == "high").unwrap();
+    let last = order.iter().rposition(|n| *n == "high").unwrap();
+    let low = order[first..=last].iter().filter(|n| **n == "low").count();
+    let high = order[first..=last].iter().filter(|n| **n == "high").count();
+    eprintln!("fair share: {high} high against {low} low");
+    assert_eq!(high, 24);
+    assert!((5..=12).contains(&low), "priority 3 against 1 while both wait: {high} against {low}; {order:?}");
+}

@@ -93,7 +93,19 @@ pub struct Sim {
 impl Sim {
     pub fn start(port: u16, token: Option<&str>) -> Self {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
-        let app = App::new(Model::load(&path).unwrap());
+        Self::start_with(port, token, Model::load(&path).unwrap())
+    }
+
+    /// The shop with one text changed: a device whose app is subtly wrong.
+    pub fn start_altered(port: u16, from: &str, to: &str) -> Self {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+        let altered = std::env::temp_dir().join(format!("argus-altered-{}-{port}.yaml", std::process::id()));
+        std::fs::write(&altered, std::fs::read_to_string(&path).unwrap().replace(from, to)).unwrap();
+        Self::start_with(port, None, Model::load(&altered).unwrap())
+    }
+
+    pub fn start_with(port: u16, token: Option<&str>, model: Model) -> Self {
+        let app = App::new(model);
         let config = AgentConfig { port, token: token.map(str::to_owned), ..AgentConfig::default() };
         let cancel = CancellationToken::new();
         tokio::spawn(Agent::new(app.clone(), config).run(cancel.clone()));
