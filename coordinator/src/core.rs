@@ -105,6 +105,9 @@ pub enum Command {
 /// the device is quarantined.
 const SUSPECT_CASES: usize = 3;
 
+/// The most commands the owner task takes in one burst.
+const MAX_BURST: usize = 512;
+
 /// Talks to the owner task.
 #[derive(Clone)]
 pub struct Handle {
@@ -176,6 +179,14 @@ struct Run {
     finished: Option<String>,
 }
 
+/// A result on its way to the store.
+struct Finished {
+    worker: String,
+    result: grpc::AttemptResult,
+    line: Option<RunCase>,
+    outcome: AttemptOutcome,
+}
+
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Key {
     run: String,
@@ -193,6 +204,10 @@ struct Core {
     pending: Vec<Pending<Key>>,
     next_worker: u64,
     dashboard_url: Option<String>,
+    /// Set by whatever frees a device or queues work; the owner loop
+    /// dispatches once after a burst of commands, so that their leases
+    /// commit in one transaction.
+    dispatch_due: bool,
 }
 
 /// Starts the owner task over `store`. Attempts that were leased when the
@@ -211,6 +226,7 @@ pub async fn start(
         pending: Vec::new(),
         next_worker: 0,
         dashboard_url,
+        dispatch_due: true,
     };
     core.recover().await?;
     let (tx, mut rx) = mpsc::channel::<Command>(1024);
@@ -221,10 +237,22 @@ pub async fn start(
                 // Dropping the workers' and watchers' senders ends their streams.
                 _ = shutdown.cancelled() => break,
                 command = rx.recv() => match command {
-                    Some(command) => core.handle(command).await,
+                    Some(command) => {
+                        // Whatever else is ready is handled too before leases
+                        // are decided: a burst of results becomes one
+                        // transaction of results and one of leases.
+                        let mut burst = vec![command];
+                        while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
+                            burst.push(more);
+                        }
+                        core.handle_burst(burst).await;
+                    }
                     None => break,
                 },
                 _ = sweep.tick() => core.expire_leases().await,
+            }
+            if core.dispatch_due {
+                core.dispatch().await;
             }
         }
     });
@@ -301,6 +329,32 @@ impl Core {
         Ok(())
     }
 
+    /// Handles commands in order, except that consecutive attempt results
+    /// are recorded in one transaction. Steps, heartbeats and device updates
+    /// may pass a pending result (they never concern a finished lease);
+    /// anything else waits for the results before it.
+    async fn handle_burst(&mut self, burst: Vec<Command>) {
+        use argus_proto::grpc::worker_message::Kind;
+        let mut results: Vec<(String, grpc::AttemptResult)> = Vec::new();
+        for command in burst {
+            match command {
+                Command::WorkerMessage { worker, message: grpc::WorkerMessage { kind: Some(Kind::Attempt(result)) } } => {
+                    results.push((worker, result));
+                }
+                Command::WorkerMessage { worker, message }
+                    if matches!(message.kind, Some(Kind::Step(_) | Kind::Heartbeat(_) | Kind::Device(_))) =>
+                {
+                    self.on_worker_message(&worker, message).await;
+                }
+                command => {
+                    self.attempts_finished(std::mem::take(&mut results)).await;
+                    self.handle(command).await;
+                }
+            }
+        }
+        self.attempts_finished(results).await;
+    }
+
     async fn handle(&mut self, command: Command) {
         match command {
             Command::WorkerJoined { register, tx, reply } => {
@@ -311,7 +365,7 @@ impl Core {
                 let registered = grpc::Registered { worker_id: id.clone(), ..registered };
                 let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
                 let _ = reply.send(id);
-                self.dispatch().await;
+                self.dispatch_due = true;
             }
             Command::WorkerMessage { worker, message } => self.on_worker_message(&worker, message).await,
             Command::WorkerGone { worker } => self.worker_gone(&worker).await,
@@ -362,12 +416,12 @@ impl Core {
                     None => Err(CoreError::Invalid(format!("no device {device}"))),
                 };
                 let _ = reply.send(result);
-                self.dispatch().await;
+                self.dispatch_due = true;
             }
             Command::Cancel { run_id, reply } => {
                 let result = self.cancel(&run_id).await;
                 let _ = reply.send(result);
-                self.dispatch().await;
+                self.dispatch_due = true;
             }
             Command::Drain { worker, reply } => {
                 let result = match self.workers.get_mut(&worker) {
@@ -444,7 +498,7 @@ impl Core {
             Some(Kind::Device(update)) => {
                 if let Some(device) = update.device {
                     self.update_device(worker, device);
-                    self.dispatch().await;
+                    self.dispatch_due = true;
                 }
             }
             Some(Kind::Heartbeat(beat)) => {
@@ -458,7 +512,7 @@ impl Core {
                 }
                 let _ = self.store.extend_leases(&beat.lease_ids, now_ms() + LEASE_TTL.as_millis() as i64).await;
             }
-            Some(Kind::Attempt(result)) => self.attempt_finished(worker, result).await,
+            Some(Kind::Attempt(result)) => self.attempts_finished(vec![(worker.to_owned(), result)]).await,
             Some(Kind::GoingAway(_)) => self.worker_gone(worker).await,
             Some(Kind::Step(step)) => {
                 let Some(lease) = self.leases.get(&step.lease_id).filter(|l| l.worker == worker) else { return };
@@ -492,7 +546,7 @@ impl Core {
             self.take_back(&lease, "the worker went away").await;
         }
         self.devices.retain(|_, d| d.worker != worker);
-        self.dispatch().await;
+        self.dispatch_due = true;
     }
 
     /// A lease the coordinator ends itself: the attempt is an infrastructure
@@ -553,7 +607,7 @@ impl Core {
             self.take_back(&lease, "the lease expired: no heartbeat").await;
         }
         if !self.pending.is_empty() {
-            self.dispatch().await;
+            self.dispatch_due = true;
         }
     }
 
@@ -670,7 +724,7 @@ impl Core {
         for case in &case_ids {
             self.enqueue(Key { run: id.clone(), case: case.clone(), attempt: 1, try_no: 1 }, None);
         }
-        self.dispatch().await;
+        self.dispatch_due = true;
         Ok(grpc::SubmitResponse {
             run_id: id.clone(),
             case_ids,
@@ -697,7 +751,13 @@ impl Core {
 
     /// Leases pending attempts to idle devices, longest expected first and
     /// in fair share, committing each lease before sending it.
+    /// Hands each idle device its next attempt: decides them all, commits
+    /// every lease in one transaction, then sends them.
     async fn dispatch(&mut self) {
+        self.dispatch_due = false;
+        if self.pending.is_empty() {
+            return;
+        }
         let mut idle: Vec<String> = self
             .devices
             .values()
@@ -710,111 +770,172 @@ impl Core {
             .map(|d| d.id.clone())
             .collect();
         idle.sort();
+        let selectors: HashMap<String, Selector> =
+            self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
+        let mut shares: HashMap<String, Share> =
+            self.runs.values().map(|r| (r.id.clone(), Share { priority: r.priority, running: 0 })).collect();
+        for lease in self.leases.values() {
+            if let Some(share) = shares.get_mut(&lease.run_id) {
+                share.running += 1;
+            }
+        }
+        let mut planned: Vec<(Pending<Key>, NewLease)> = Vec::new();
         for device_id in idle {
             if self.pending.is_empty() {
-                return;
+                break;
             }
-            let selectors: HashMap<String, Selector> =
-                self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
-            let shares: HashMap<String, Share> = self
-                .runs
-                .values()
-                .map(|r| {
-                    let running = self.leases.values().filter(|l| l.run_id == r.id).count();
-                    (r.id.clone(), Share { priority: r.priority, running })
-                })
-                .collect();
             let Some(caps) = self.devices.get(&device_id).map(|d| d.caps.clone()) else { continue };
             let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else {
                 continue;
             };
             let pending = self.pending.remove(index);
-            if let Err(error) = self.lease(&device_id, pending.key.clone()).await {
-                warn!(%error, device = %device_id, "cannot lease; the attempt stays queued");
-                self.pending.insert(index.min(self.pending.len()), pending);
+            match self.new_lease(&device_id, &pending.key) {
+                Ok(lease) => {
+                    if let Some(share) = shares.get_mut(&pending.key.run) {
+                        share.running += 1;
+                    }
+                    planned.push((pending, lease));
+                }
+                Err(error) => {
+                    warn!(%error, device = %device_id, "cannot lease; the attempt stays queued");
+                    self.pending.push(pending);
+                }
+            }
+        }
+        if planned.is_empty() {
+            return;
+        }
+        let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
+        let granted = match self.store.grant_leases(&leases).await {
+            Ok(granted) => granted,
+            Err(error) => {
+                warn!(%error, leases = leases.len(), "cannot commit leases; their attempts stay queued");
+                self.pending.extend(planned.into_iter().map(|(pending, _)| pending));
+                return;
+            }
+        };
+        for ((pending, lease), granted) in planned.into_iter().zip(granted) {
+            if granted {
+                self.send_lease(lease, pending.key).await;
+            } else {
+                warn!(case = %pending.key.case, "the attempt is no longer pending; not leased");
             }
         }
     }
 
-    async fn lease(&mut self, device_id: &str, key: Key) -> Result<(), CoreError> {
-        // The owner task must not panic on a state it did not expect: a
-        // missing device, run or case leaves the attempt queued, with a log.
+    /// The lease `device_id` would get for `key`. The owner task must not
+    /// panic on a state it did not expect: a missing device, run or case
+    /// leaves the attempt queued, with a log.
+    fn new_lease(&self, device_id: &str, key: &Key) -> Result<NewLease, CoreError> {
         let missing = |what: String| CoreError::Invalid(format!("cannot lease: {what}"));
         let device = self.devices.get(device_id).ok_or_else(|| missing(format!("no device {device_id}")))?;
         let run = self.runs.get(&key.run).ok_or_else(|| missing(format!("no run {}", key.run)))?;
-        let case =
-            run.cases.get(&key.case).ok_or_else(|| missing(format!("no case {} in run {}", key.case, key.run)))?;
-        let lease_id = uuid::Uuid::new_v4().simple().to_string();
-        let deadline_ms = now_ms() + LEASE_TTL.as_millis() as i64;
-        self.store
-            .grant_lease(&NewLease {
-                id: lease_id.clone(),
-                run_id: key.run.clone(),
-                case_id: key.case.clone(),
-                attempt: key.attempt,
-                try_no: key.try_no,
-                device_id: device_id.to_owned(),
-                worker_id: device.worker.clone(),
-                platform: device.caps.platform.clone(),
-                granted_at: now_ms(),
-                deadline: deadline_ms,
-            })
-            .await?;
-        let message = message(coordinator_message::Kind::Lease(grpc::Lease {
-            lease_id: lease_id.clone(),
+        if !run.cases.contains_key(&key.case) {
+            return Err(missing(format!("no case {} in run {}", key.case, key.run)));
+        }
+        let now = now_ms();
+        Ok(NewLease {
+            id: uuid::Uuid::new_v4().simple().to_string(),
             run_id: key.run.clone(),
-            slot: device.info.slot.clone(),
             case_id: key.case.clone(),
             attempt: key.attempt,
-            case_source: run.sources.get(&case.file).cloned().unwrap_or_default(),
-            case_file: case.file.clone(),
-            config_json: run.config_json.clone(),
-            deadline_unix_ms: deadline_ms,
-            traceparent: String::new(),
-        }));
-        let worker = device.worker.clone();
+            try_no: key.try_no,
+            device_id: device_id.to_owned(),
+            worker_id: device.worker.clone(),
+            platform: device.caps.platform.clone(),
+            granted_at: now,
+            deadline: now + LEASE_TTL.as_millis() as i64,
+        })
+    }
+
+    /// Sends a committed lease to its worker and tells the run's watchers.
+    async fn send_lease(&mut self, lease: NewLease, key: Key) {
         self.leases.insert(
-            lease_id.clone(),
+            lease.id.clone(),
             Lease {
-                id: lease_id.clone(),
+                id: lease.id.clone(),
                 run_id: key.run.clone(),
                 case_id: key.case.clone(),
                 attempt: key.attempt,
                 try_no: key.try_no,
-                device: device_id.to_owned(),
-                worker: worker.clone(),
+                device: lease.device_id.clone(),
+                worker: lease.worker_id.clone(),
                 deadline: Instant::now() + LEASE_TTL,
             },
         );
-        if let Some(device) = self.devices.get_mut(device_id) {
-            device.lease = Some(lease_id.clone());
+        let message = {
+            let device = self.devices.get(&lease.device_id);
+            let run = self.runs.get(&key.run);
+            let case = run.and_then(|r| r.cases.get(&key.case));
+            let (Some(device), Some(run), Some(case)) = (device, run, case) else {
+                self.take_back(&lease.id, "the device or run went away before the lease was sent").await;
+                return;
+            };
+            message(coordinator_message::Kind::Lease(grpc::Lease {
+                lease_id: lease.id.clone(),
+                run_id: key.run.clone(),
+                slot: device.info.slot.clone(),
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                case_source: run.sources.get(&case.file).cloned().unwrap_or_default(),
+                case_file: case.file.clone(),
+                config_json: run.config_json.clone(),
+                deadline_unix_ms: lease.deadline,
+                traceparent: String::new(),
+            }))
+        };
+        if let Some(device) = self.devices.get_mut(&lease.device_id) {
+            device.lease = Some(lease.id.clone());
         }
         let started = grpc::RunUpdate {
             kind: Some(run_update::Kind::Started(grpc::AttemptStarted {
                 case_id: key.case.clone(),
                 attempt: key.attempt,
-                device: Some(self.device_ref(device_id)),
+                device: Some(self.device_ref(&lease.device_id)),
             })),
         };
         if let Some(run) = self.runs.get_mut(&key.run) {
             run.watchers.retain(|w| w.try_send(Ok(started.clone())).is_ok());
         }
-        let sent = self.workers.get(&worker).is_some_and(|w| w.tx.try_send(Ok(message)).is_ok());
+        let sent = self.workers.get(&lease.worker_id).is_some_and(|w| w.tx.try_send(Ok(message)).is_ok());
         if !sent {
             // The worker's stream is gone; its loss takes the lease back.
-            self.take_back(&lease_id, "the worker could not be reached").await;
+            self.take_back(&lease.id, "the worker could not be reached").await;
         }
-        Ok(())
     }
 
-    async fn attempt_finished(&mut self, worker: &str, result: grpc::AttemptResult) {
+    /// Records results (one transaction for all), then acts on each: retry,
+    /// requeue, finish the case and the run.
+    async fn attempts_finished(&mut self, results: Vec<(String, grpc::AttemptResult)>) {
+        if results.is_empty() {
+            return;
+        }
+        let prepared: Vec<Finished> = results.into_iter().filter_map(|(w, r)| self.prepare_result(&w, r)).collect();
+        let outcomes: Vec<(String, AttemptOutcome)> =
+            prepared.iter().map(|f| (f.result.lease_id.clone(), f.outcome.clone())).collect();
+        let recorded = match self.store.finish_attempts(&outcomes).await {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                warn!(%error, "cannot record results; their attempts stay leased until their leases expire");
+                return;
+            }
+        };
+        for (finished, recorded) in prepared.into_iter().zip(recorded) {
+            match recorded {
+                Ok(_) => self.apply_result(finished).await,
+                Err(error) => warn!(%error, "late result refused (fencing)"),
+            }
+        }
+    }
+
+    /// A result checked against its lease, with what the store records.
+    fn prepare_result(&self, worker: &str, result: grpc::AttemptResult) -> Option<Finished> {
         let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker) else {
             warn!(lease = %result.lease_id, worker, "result for a lease that is not current; refused");
-            return;
+            return None;
         };
-        let (run_id, case_id, attempt, try_no, device_id) =
-            (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.try_no, lease.device.clone());
-        let device = self.device_ref(&device_id);
+        let device = self.device_ref(&lease.device);
+        let attempt = lease.attempt;
         let mut line: Option<RunCase> = serde_json::from_str(&result.run_case_json).ok();
         if let Some(line) = line.as_mut() {
             line.attempt = attempt;
@@ -846,17 +967,17 @@ impl Core {
                 })
                 .unwrap_or_default(),
         };
-        match self.store.finish_attempt(&result.lease_id, &outcome).await {
-            Ok(_) => {}
-            Err(StoreError::StaleLease(lease)) => {
-                warn!(%lease, "late result refused (fencing)");
-                return;
-            }
-            Err(error) => {
-                warn!(%error, "cannot record an attempt; it stays leased until its lease expires");
-                return;
-            }
-        }
+        Some(Finished { worker: worker.to_owned(), result, line, outcome })
+    }
+
+    async fn apply_result(&mut self, finished: Finished) {
+        let Finished { worker, result, line, .. } = finished;
+        let worker = worker.as_str();
+        let Some(lease) = self.leases.get(&result.lease_id) else { return };
+        let (run_id, case_id, attempt, try_no, device_id) =
+            (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.try_no, lease.device.clone());
+        let device = self.device_ref(&device_id);
+        let infrastructure = result.infrastructure_failure || line.is_none();
         self.leases.remove(&result.lease_id);
         if let Some(d) = self.devices.get_mut(&device_id) {
             d.lease = None;
@@ -889,7 +1010,7 @@ impl Core {
                 deadline: Instant::now(),
             };
             self.notify_infra(&lease, reason);
-            self.dispatch().await;
+            self.dispatch_due = true;
             return;
         }
         if let Some(d) = self.devices.get_mut(&device_id) {
@@ -930,7 +1051,7 @@ impl Core {
             }
             self.finish_run_if_done(&run_id).await;
         }
-        self.dispatch().await;
+        self.dispatch_due = true;
     }
 
     /// A pass clears the device it ran on; a pass after failures on other

@@ -59,6 +59,7 @@ on_both!(
     a_lost_attempt_is_queued_again,
     history_gives_the_median_of_passing_attempts,
     runs_are_listed_newest_first,
+    a_batch_of_leases_and_results_commits_together_and_fences_each,
 );
 
 fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
@@ -210,4 +211,21 @@ async fn bad_urls_and_unreachable_databases_are_named() {
         "{message}"
     );
     assert!(!message.contains("hunter2"));
+}
+
+async fn a_batch_of_leases_and_results_commits_together_and_fences_each(store: Store) {
+    store.create_run(&run("r1", 1, &["a", "b", "c"])).await.unwrap();
+    store.grant_lease(&lease("early", "r1", "b", 1, 1)).await.unwrap();
+    // b is leased already: the batch grants a and c and skips b.
+    let batch = [lease("la", "r1", "a", 1, 1), lease("lb", "r1", "b", 1, 1), lease("lc", "r1", "c", 1, 1)];
+    assert_eq!(store.grant_leases(&batch).await.unwrap(), [true, false, true]);
+    // lb was never granted: its result is refused, the others are written.
+    let results = [("la".to_owned(), passed(5, 20)), ("lb".to_owned(), passed(6, 21)), ("lc".to_owned(), passed(7, 22))];
+    let finished = store.finish_attempts(&results).await.unwrap();
+    assert_eq!(finished[0].as_ref().unwrap().case_id, "a");
+    assert!(matches!(&finished[1], Err(StoreError::StaleLease(lease)) if lease == "lb"));
+    assert_eq!(finished[2].as_ref().unwrap().case_id, "c");
+    assert_eq!(store.run_lines("r1").await.unwrap(), [r#"{"ms":5}"#, r#"{"ms":7}"#]);
+    // The same results again are refused: each lease finishes once.
+    assert!(store.finish_attempts(&results).await.unwrap().iter().all(|r| r.is_err()));
 }

@@ -32,6 +32,19 @@ pub enum StoreError {
     NoRun(String),
 }
 
+/// Rows per multi-row INSERT: well under both databases' limits on
+/// parameters (SQLite's 32,766, Postgres' 65,535) at nine columns.
+const ROWS_PER_INSERT: usize = 500;
+
+/// `($1, $2), ($3, $4)`: the VALUES of a multi-row INSERT.
+fn placeholders(rows: usize, columns: usize) -> String {
+    let row = |r: usize| {
+        let params: Vec<String> = (1..=columns).map(|c| format!("${}", r * columns + c)).collect();
+        format!("({})", params.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Postgres,
@@ -200,44 +213,63 @@ impl Store {
         Ok(rows)
     }
 
-    /// Commits a lease: the attempt must still be pending.
+    /// Commits one lease before it is sent.
     pub async fn grant_lease(&self, lease: &NewLease) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(
-            "UPDATE attempts SET state = 'leased', lease_id = $1, device_id = $2, worker_id = $3, platform = $4, \
-             started_at = $5 WHERE run_id = $6 AND case_id = $7 AND attempt = $8 AND try_no = $9 AND state = 'pending'",
-        )
-        .bind(&lease.id)
-        .bind(&lease.device_id)
-        .bind(&lease.worker_id)
-        .bind(&lease.platform)
-        .bind(lease.granted_at)
-        .bind(&lease.run_id)
-        .bind(&lease.case_id)
-        .bind(i64::from(lease.attempt))
-        .bind(i64::from(lease.try_no))
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() != 1 {
-            return Err(StoreError::NotPending(format!("{}/{}#{}", lease.run_id, lease.case_id, lease.attempt)));
+        match self.grant_leases(std::slice::from_ref(lease)).await?[..] {
+            [true] => Ok(()),
+            _ => Err(StoreError::NotPending(format!("{}/{}#{}", lease.run_id, lease.case_id, lease.attempt))),
         }
-        sqlx::query(
-            "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        )
-        .bind(&lease.id)
-        .bind(&lease.run_id)
-        .bind(&lease.case_id)
-        .bind(i64::from(lease.attempt))
-        .bind(i64::from(lease.try_no))
-        .bind(&lease.device_id)
-        .bind(&lease.worker_id)
-        .bind(lease.granted_at)
-        .bind(lease.deadline)
-        .execute(&mut *tx)
-        .await?;
+    }
+
+    /// Commits many leases in one transaction (one dispatch hands every idle
+    /// device its attempt), before any is sent. Per lease: granted, or not
+    /// because its attempt is no longer pending (cancelled meanwhile).
+    pub async fn grant_leases(&self, leases: &[NewLease]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut granted = Vec::with_capacity(leases.len());
+        for lease in leases {
+            let updated = sqlx::query(
+                "UPDATE attempts SET state = 'leased', lease_id = $1, device_id = $2, worker_id = $3, platform = $4, \
+                 started_at = $5 WHERE run_id = $6 AND case_id = $7 AND attempt = $8 AND try_no = $9 AND state = 'pending'",
+            )
+            .bind(&lease.id)
+            .bind(&lease.device_id)
+            .bind(&lease.worker_id)
+            .bind(&lease.platform)
+            .bind(lease.granted_at)
+            .bind(&lease.run_id)
+            .bind(&lease.case_id)
+            .bind(i64::from(lease.attempt))
+            .bind(i64::from(lease.try_no))
+            .execute(&mut *tx)
+            .await?;
+            granted.push(updated.rows_affected() == 1);
+        }
+        let rows: Vec<&NewLease> = leases.iter().zip(&granted).filter(|(_, g)| **g).map(|(l, _)| l).collect();
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
+                 VALUES {}",
+                placeholders(chunk.len(), 9)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for lease in chunk {
+                query = query
+                    .bind(&lease.id)
+                    .bind(&lease.run_id)
+                    .bind(&lease.case_id)
+                    .bind(i64::from(lease.attempt))
+                    .bind(i64::from(lease.try_no))
+                    .bind(&lease.device_id)
+                    .bind(&lease.worker_id)
+                    .bind(lease.granted_at)
+                    .bind(lease.deadline);
+            }
+            query.execute(&mut *tx).await?;
+        }
         tx.commit().await?;
-        Ok(())
+        Ok(granted)
     }
 
     /// Moves the deadline of open leases (heartbeats).
@@ -252,59 +284,80 @@ impl Store {
         Ok(())
     }
 
-    /// Records an attempt's result. Fencing: only the current lease may
-    /// finish an attempt; a late result from a revoked or finished lease is
-    /// refused, and nothing is written.
+    /// Records how a leased attempt ended; refuses a lease that is no longer
+    /// current (fencing).
     pub async fn finish_attempt(&self, lease_id: &str, outcome: &AttemptOutcome) -> Result<AttemptKey, StoreError> {
+        let finished = self.finish_attempts(&[(lease_id.to_owned(), outcome.clone())]).await?;
+        finished.into_iter().next().unwrap_or_else(|| Err(StoreError::StaleLease(lease_id.to_owned())))
+    }
+
+    /// Records many results in one transaction. Per result: its attempt, or
+    /// `StaleLease` when its lease is no longer current (fencing), which
+    /// leaves the others to commit.
+    pub async fn finish_attempts(
+        &self,
+        results: &[(String, AttemptOutcome)],
+    ) -> Result<Vec<Result<AttemptKey, StoreError>>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let ended = sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
-            .bind(outcome.finished_at)
-            .bind(if outcome.infrastructure { "infrastructure" } else { "finished" })
-            .bind(lease_id)
-            .execute(&mut *tx)
-            .await?;
-        if ended.rows_affected() != 1 {
-            return Err(StoreError::StaleLease(lease_id.to_owned()));
+        let mut keys = Vec::with_capacity(results.len());
+        let mut steps = Vec::new();
+        for (lease_id, outcome) in results {
+            let ended =
+                sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
+                    .bind(outcome.finished_at)
+                    .bind(if outcome.infrastructure { "infrastructure" } else { "finished" })
+                    .bind(lease_id)
+                    .execute(&mut *tx)
+                    .await?;
+            let key = if ended.rows_affected() == 1 {
+                sqlx::query_as::<_, AttemptKey>(
+                    "UPDATE attempts SET state = 'done', result = $1, infrastructure = $2, error = $3, \
+                     finished_at = $4, ms = $5, run_case_json = $6 WHERE lease_id = $7 AND state = 'leased' \
+                     RETURNING run_id, case_id, attempt, try_no",
+                )
+                .bind(&outcome.result)
+                .bind(i64::from(outcome.infrastructure))
+                .bind(&outcome.error)
+                .bind(outcome.finished_at)
+                .bind(outcome.ms)
+                .bind(&outcome.run_case_json)
+                .bind(lease_id)
+                .fetch_optional(&mut *tx)
+                .await?
+            } else {
+                None
+            };
+            match key {
+                Some(key) => {
+                    steps.extend(outcome.steps.iter().enumerate().map(|(idx, step)| (key.clone(), idx as i64, step)));
+                    keys.push(Ok(key));
+                }
+                None => keys.push(Err(StoreError::StaleLease(lease_id.clone()))),
+            }
         }
-        let key = sqlx::query_as::<_, AttemptKey>(
-            "SELECT run_id, case_id, attempt, try_no FROM attempts WHERE lease_id = $1 AND state = 'leased'",
-        )
-        .bind(lease_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| StoreError::StaleLease(lease_id.to_owned()))?;
-        sqlx::query(
-            "UPDATE attempts SET state = 'done', result = $1, infrastructure = $2, error = $3, finished_at = $4, ms = $5, \
-             run_case_json = $6 WHERE lease_id = $7",
-        )
-        .bind(&outcome.result)
-        .bind(i64::from(outcome.infrastructure))
-        .bind(&outcome.error)
-        .bind(outcome.finished_at)
-        .bind(outcome.ms)
-        .bind(&outcome.run_case_json)
-        .bind(lease_id)
-        .execute(&mut *tx)
-        .await?;
-        for (idx, step) in outcome.steps.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .bind(&key.run_id)
-            .bind(&key.case_id)
-            .bind(key.attempt)
-            .bind(key.try_no)
-            .bind(idx as i64)
-            .bind(&step.step)
-            .bind(&step.status)
-            .bind(step.ms)
-            .bind(&step.error)
-            .execute(&mut *tx)
-            .await?;
+        for chunk in steps.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) VALUES {}",
+                placeholders(chunk.len(), 9)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (key, idx, step) in chunk {
+                query = query
+                    .bind(&key.run_id)
+                    .bind(&key.case_id)
+                    .bind(key.attempt)
+                    .bind(key.try_no)
+                    .bind(*idx)
+                    .bind(&step.step)
+                    .bind(&step.status)
+                    .bind(step.ms)
+                    .bind(&step.error);
+            }
+            query.execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        Ok(key)
+        Ok(keys)
     }
 
     /// Ends a lease the coordinator takes back (worker or device lost,
@@ -489,5 +542,11 @@ mod tests {
         assert_eq!(redact_url("postgres://argus:s3cret@db:5432/argus"), "postgres://argus:…@db:5432/argus");
         assert_eq!(redact_url("postgres://db/argus"), "postgres://db/argus");
         assert_eq!(redact_url("sqlite:argus.db"), "sqlite:argus.db");
+    }
+
+    #[test]
+    fn placeholders_number_every_row() {
+        assert_eq!(placeholders(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(placeholders(1, 1), "($1)");
     }
 }

@@ -1,0 +1,2 @@
+-- Results find their attempt by its lease.
+CREATE INDEX attempts_lease ON attempts (lease_id);
