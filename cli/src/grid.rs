@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The coordinator's default gRPC address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
+/// The coordinator's default HTTP address: metrics and health.
+pub const DEFAULT_HTTP: &str = "127.0.0.1:7172";
 /// The embedded default store.
 pub const DEFAULT_DATABASE: &str = "sqlite:argus.db";
 
@@ -50,6 +52,9 @@ pub struct CoordinatorArgs {
     /// The gRPC address workers and clients connect to.
     #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// The HTTP address: Prometheus metrics at /metrics, /healthz.
+    #[arg(long, env = "ARGUS_HTTP_LISTEN", default_value = DEFAULT_HTTP)]
+    http: SocketAddr,
 }
 
 #[derive(clap::Args, Clone)]
@@ -193,8 +198,13 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
         Ok(listener) => listener,
         Err(error) => return failed("coordinator", error),
     };
-    eprintln!("argus coordinator: listening on http://{}", args.listen);
-    match argus_coordinator::serve_with(listener, store, args.tokens.tokens(), stop_on_signal()).await {
+    let http = match bind(args.http).await {
+        Ok(listener) => listener,
+        Err(error) => return failed("coordinator", format!("--http: {error}")),
+    };
+    eprintln!("argus coordinator: gRPC on http://{}, metrics on http://{}/metrics", args.listen, args.http);
+    let options = argus_coordinator::Options { tokens: args.tokens.tokens(), http: Some(http) };
+    match argus_coordinator::serve_with(listener, store, options, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),
     }
@@ -336,7 +346,10 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
     let done = match args.action {
         None => None,
         Some(DeviceAction::Release { device }) => Some(
-            fleet.release(grpc::ReleaseRequest { device_id: device.clone() }).await.map(|_| format!("{device} released")),
+            fleet
+                .release(grpc::ReleaseRequest { device_id: device.clone() })
+                .await
+                .map(|_| format!("{device} released")),
         ),
         Some(DeviceAction::Quarantine { device, reason }) => Some(
             fleet

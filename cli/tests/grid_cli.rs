@@ -146,8 +146,10 @@ fn a_restarted_coordinator_takes_its_runs_up_again() {
     let url = format!("http://127.0.0.1:{port}");
     let database = format!("sqlite:{}", dir.join("argus.db").display());
     let listen = format!("127.0.0.1:{port}");
-    let coordinator =
-        |dir: &std::path::Path| spawn(&["coordinator", "--database-url", &database, "--listen", &listen], dir);
+    let http = format!("127.0.0.1:{}", free_port());
+    let coordinator = |dir: &std::path::Path| {
+        spawn(&["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http], dir)
+    };
     let mut first = Killed(coordinator(&dir));
     let ports = [free_port(), free_port()];
     let _worker =

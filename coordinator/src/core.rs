@@ -3,6 +3,7 @@
 //! acted on. gRPC handlers talk to it through [`Handle`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use argus_proto::grpc::{self, coordinator_message, run_update};
@@ -12,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::metrics::{Metrics, Snapshot};
 use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
 use crate::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store, StoreError};
 
@@ -98,6 +100,10 @@ pub enum Command {
     Drain {
         worker: String,
         reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    /// The gauges, for a metrics scrape.
+    Snapshot {
+        reply: oneshot::Sender<Snapshot>,
     },
 }
 
@@ -208,6 +214,7 @@ struct Core {
     /// dispatches once after a burst of commands, so that their leases
     /// commit in one transaction.
     dispatch_due: bool,
+    metrics: Arc<Metrics>,
 }
 
 /// Starts the owner task over `store`. Attempts that were leased when the
@@ -215,6 +222,7 @@ struct Core {
 pub async fn start(
     store: Store,
     dashboard_url: Option<String>,
+    metrics: Arc<Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let mut core = Core {
@@ -227,6 +235,7 @@ pub async fn start(
         next_worker: 0,
         dashboard_url,
         dispatch_due: true,
+        metrics,
     };
     core.recover().await?;
     let (tx, mut rx) = mpsc::channel::<Command>(1024);
@@ -338,7 +347,10 @@ impl Core {
         let mut results: Vec<(String, grpc::AttemptResult)> = Vec::new();
         for command in burst {
             match command {
-                Command::WorkerMessage { worker, message: grpc::WorkerMessage { kind: Some(Kind::Attempt(result)) } } => {
+                Command::WorkerMessage {
+                    worker,
+                    message: grpc::WorkerMessage { kind: Some(Kind::Attempt(result)) },
+                } => {
                     results.push((worker, result));
                 }
                 Command::WorkerMessage { worker, message }
@@ -400,6 +412,9 @@ impl Core {
                     None => Err(CoreError::NoRun(run_id)),
                 };
                 let _ = reply.send(result);
+            }
+            Command::Snapshot { reply } => {
+                let _ = reply.send(self.snapshot());
             }
             Command::Fleet { reply } => {
                 let _ = reply.send(self.fleet());
@@ -565,6 +580,7 @@ impl Core {
                     attempt: lease.attempt,
                     try_no: lease.try_no + 1,
                 };
+                self.metrics.retried("infrastructure");
                 if self.store.queue(&key.run, &key.case, key.attempt, key.try_no, now_ms()).await.is_ok() {
                     self.enqueue(key, Some(lease.device.clone()));
                 }
@@ -897,6 +913,7 @@ impl Core {
         if let Some(run) = self.runs.get_mut(&key.run) {
             run.watchers.retain(|w| w.try_send(Ok(started.clone())).is_ok());
         }
+        self.metrics.leases_granted.inc();
         let sent = self.workers.get(&lease.worker_id).is_some_and(|w| w.tx.try_send(Ok(message)).is_ok());
         if !sent {
             // The worker's stream is gone; its loss takes the lease back.
@@ -996,6 +1013,7 @@ impl Core {
                 }
             }
             let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
+            self.metrics.retried("infrastructure");
             if self.store.queue(&run_id, &case_id, attempt, try_no + 1, now_ms()).await.is_ok() {
                 self.enqueue(key, Some(device_id.clone()));
             }
@@ -1017,6 +1035,7 @@ impl Core {
             d.infra_failures = 0;
         }
         let line = line.expect("not an infrastructure failure");
+        self.metrics.attempt(&device.platform, result_name(line.result), line.ms as i64);
         self.judge_device(&run_id, &line, &device_id);
         let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
         if let Some(run) = self.runs.get_mut(&run_id) {
@@ -1039,6 +1058,7 @@ impl Core {
         }
         if retry {
             let key = Key { run: run_id.clone(), case: case_id.clone(), attempt: attempt + 1, try_no: 1 };
+            self.metrics.retried("retry");
             if self.store.queue(&run_id, &case_id, attempt + 1, 1, now_ms()).await.is_ok() {
                 self.enqueue(key, Some(device_id));
             }
@@ -1151,6 +1171,32 @@ impl Core {
         }
         run.finished = Some(manifest);
         Ok(())
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let going = self.runs.values().filter(|r| r.finished.is_none());
+        let mut queued: HashMap<&str, i64> = going.map(|r| (r.id.as_str(), 0)).collect();
+        for pending in &self.pending {
+            *queued.entry(pending.run_id.as_str()).or_default() += 1;
+        }
+        let mut devices: HashMap<String, i64> = HashMap::new();
+        for device in self.devices.values() {
+            let state = if device.quarantine.is_some() {
+                "quarantined".to_owned()
+            } else if device.lease.is_some() {
+                "busy".to_owned()
+            } else {
+                grpc::DeviceState::try_from(device.info.state)
+                    .map(|s| s.as_str_name().trim_start_matches("DEVICE_STATE_").to_lowercase())
+                    .unwrap_or_else(|_| "unknown".into())
+            };
+            *devices.entry(state).or_default() += 1;
+        }
+        let mut queued: Vec<(String, i64)> = queued.into_iter().map(|(id, n)| (id.to_owned(), n)).collect();
+        queued.sort();
+        let mut devices: Vec<(String, i64)> = devices.into_iter().collect();
+        devices.sort();
+        Snapshot { queued, leases: self.leases.len() as i64, devices }
     }
 
     fn fleet(&self) -> grpc::ListFleetResponse {

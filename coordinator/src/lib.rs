@@ -3,8 +3,10 @@
 //! the store before acting on it.
 
 pub mod core;
+pub mod http;
+pub mod metrics;
 pub mod scheduler;
 pub mod service;
 pub mod store;
 
-pub use service::{Tokens, serve, serve_with};
+pub use service::{Options, Tokens, serve, serve_with};

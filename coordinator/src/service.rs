@@ -3,6 +3,7 @@
 //! that `grpcurl` works. Each handler forwards to the owner task.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use argus_proto::auth::RequireToken;
 use argus_proto::grpc::{
@@ -13,9 +14,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::core::{self, Command, Handle};
+use crate::http::HttpState;
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 #[derive(Clone)]
@@ -172,20 +175,41 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
+/// How the coordinator serves, beyond its gRPC listener.
+#[derive(Default)]
+pub struct Options {
+    pub tokens: Tokens,
+    /// The HTTP port: metrics and health.
+    pub http: Option<TcpListener>,
+}
+
 /// Serves the coordinator on `listener` until `shutdown`, open to all.
 pub async fn serve(listener: TcpListener, store: Store, shutdown: CancellationToken) -> Result<(), ServeError> {
-    serve_with(listener, store, Tokens::default(), shutdown).await
+    serve_with(listener, store, Options::default(), shutdown).await
 }
 
 /// Serves the coordinator on `listener` until `shutdown`.
 pub async fn serve_with(
     listener: TcpListener,
     store: Store,
-    tokens: Tokens,
+    options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
+    let Options { tokens, http } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
-    let (handle, owner) = core::start(store.clone(), None, shutdown.clone()).await?;
+    let metrics = Arc::new(Metrics::default());
+    let (handle, owner) = core::start(store.clone(), None, metrics.clone(), shutdown.clone()).await?;
+    if let Some(http) = http {
+        info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
+        let router = crate::http::router(HttpState { handle: handle.clone(), metrics });
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(http, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+            if let Err(error) = served {
+                warn!(%error, "the HTTP server stopped");
+            }
+        });
+    }
     let services = Services { handle, store };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;

@@ -220,7 +220,8 @@ async fn a_batch_of_leases_and_results_commits_together_and_fences_each(store: S
     let batch = [lease("la", "r1", "a", 1, 1), lease("lb", "r1", "b", 1, 1), lease("lc", "r1", "c", 1, 1)];
     assert_eq!(store.grant_leases(&batch).await.unwrap(), [true, false, true]);
     // lb was never granted: its result is refused, the others are written.
-    let results = [("la".to_owned(), passed(5, 20)), ("lb".to_owned(), passed(6, 21)), ("lc".to_owned(), passed(7, 22))];
+    let results =
+        [("la".to_owned(), passed(5, 20)), ("lb".to_owned(), passed(6, 21)), ("lc".to_owned(), passed(7, 22))];
     let finished = store.finish_attempts(&results).await.unwrap();
     assert_eq!(finished[0].as_ref().unwrap().case_id, "a");
     assert!(matches!(&finished[1], Err(StoreError::StaleLease(lease)) if lease == "lb"));

@@ -321,7 +321,8 @@ async fn tokens_keep_out_workers_and_clients_without_them() {
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     let tokens = argus_coordinator::Tokens { worker: Some("w-secret".into()), client: Some("c-secret".into()) };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, tokens, cancel.clone()));
+    let options = argus_coordinator::Options { tokens, ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let start_worker = |name: &str, token: Option<&str>| {
         let port = free_port();
         let config = WorkerConfig {
@@ -608,4 +609,62 @@ async fn a_priority_three_run_gets_three_devices_for_each_of_a_priority_one_run(
     eprintln!("fair share: {high} high against {low} low");
     assert_eq!(high, 24);
     assert!((5..=12).contains(&low), "priority 3 against 1 while both wait: {high} against {low}; {order:?}");
+}
+
+/// GET over a plain socket: enough HTTP for a scrape.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: argus\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_scrape_shows_the_run_its_queue_and_the_fleet() {
+    let store = Store::open(&database(false).await.unwrap()).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http_addr = http.local_addr().unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let mut grid = Grid { url, cancel, sims: Vec::new(), workers: Vec::new() };
+    worker(&mut grid, "w1", 2);
+    wait_for_devices(&grid.url, 2).await;
+    assert_eq!(http_get(http_addr, "/healthz").await, (200, "ok\n".to_owned()));
+
+    let mut client = RunsClient::connect(grid.url.clone()).await.unwrap();
+    let run_id = client.submit(request(slow_suite(8, 300))).await.unwrap().into_inner().run_id;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (status, during) = http_get(http_addr, "/metrics").await;
+    assert_eq!(status, 200);
+    let value = |text: &str, name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let queued = value(&during, &format!("argus_queue_depth{{run=\"{run_id}\"}}"));
+    assert!((1.0..=6.0).contains(&queued), "two of eight run, the rest wait: {queued}");
+    assert_eq!(value(&during, "argus_leases_active"), 2.0);
+    assert_eq!(value(&during, "argus_devices{state=\"busy\"}"), 2.0);
+
+    let mut updates = client.watch(grpc::WatchRequest { run_id: run_id.clone() }).await.unwrap().into_inner();
+    while let Some(update) = updates.message().await.unwrap() {
+        if let Some(run_update::Kind::RunFinished(_)) = update.kind {
+            break;
+        }
+    }
+    let (_, after) = http_get(http_addr, "/metrics").await;
+    assert!(!after.contains(&run_id), "a finished run leaves the queue gauge: {after}");
+    assert_eq!(value(&after, "argus_leases_granted_total"), 8.0);
+    assert_eq!(value(&after, "argus_attempt_duration_seconds_count{platform=\"ios\",result=\"passed\"}"), 8.0);
+    assert_eq!(value(&after, "argus_devices{state=\"idle\"}"), 2.0);
+    assert_eq!(http_get(http_addr, "/nothing").await.0, 404);
 }

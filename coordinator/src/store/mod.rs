@@ -5,6 +5,7 @@
 
 mod rows;
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -299,38 +300,59 @@ impl Store {
         results: &[(String, AttemptOutcome)],
     ) -> Result<Vec<Result<AttemptKey, StoreError>>, StoreError> {
         let mut tx = self.pool.begin().await?;
+        // Two statements per chunk, whatever its size: end the leases that
+        // are still current, then finish their attempts.
+        let mut finished: HashMap<String, AttemptKey> = HashMap::new();
+        for chunk in results.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
+                 WHERE leases.id = v.column1 AND leases.ended_at IS NULL RETURNING leases.id",
+                placeholders(chunk.len(), 3)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for (lease_id, outcome) in chunk {
+                query = query.bind(lease_id).bind(outcome.finished_at).bind(if outcome.infrastructure {
+                    "infrastructure"
+                } else {
+                    "finished"
+                });
+            }
+            let ended: HashSet<String> = query.fetch_all(&mut *tx).await?.into_iter().collect();
+            let current: Vec<&(String, AttemptOutcome)> = chunk.iter().filter(|(id, _)| ended.contains(id)).collect();
+            if current.is_empty() {
+                continue;
+            }
+            let sql = format!(
+                "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
+                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7 FROM (VALUES {}) AS v \
+                 WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
+                 RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
+                placeholders(current.len(), 7)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(sql));
+            for (lease_id, outcome) in current {
+                query = query
+                    .bind(lease_id)
+                    .bind(&outcome.result)
+                    .bind(i64::from(outcome.infrastructure))
+                    .bind(&outcome.error)
+                    .bind(outcome.finished_at)
+                    .bind(outcome.ms)
+                    .bind(&outcome.run_case_json);
+            }
+            for (lease_id, run_id, case_id, attempt, try_no) in query.fetch_all(&mut *tx).await? {
+                finished.insert(lease_id, AttemptKey { run_id, case_id, attempt, try_no });
+            }
+        }
         let mut keys = Vec::with_capacity(results.len());
         let mut steps = Vec::new();
         for (lease_id, outcome) in results {
-            let ended =
-                sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
-                    .bind(outcome.finished_at)
-                    .bind(if outcome.infrastructure { "infrastructure" } else { "finished" })
-                    .bind(lease_id)
-                    .execute(&mut *tx)
-                    .await?;
-            let key = if ended.rows_affected() == 1 {
-                sqlx::query_as::<_, AttemptKey>(
-                    "UPDATE attempts SET state = 'done', result = $1, infrastructure = $2, error = $3, \
-                     finished_at = $4, ms = $5, run_case_json = $6 WHERE lease_id = $7 AND state = 'leased' \
-                     RETURNING run_id, case_id, attempt, try_no",
-                )
-                .bind(&outcome.result)
-                .bind(i64::from(outcome.infrastructure))
-                .bind(&outcome.error)
-                .bind(outcome.finished_at)
-                .bind(outcome.ms)
-                .bind(&outcome.run_case_json)
-                .bind(lease_id)
-                .fetch_optional(&mut *tx)
-                .await?
-            } else {
-                None
-            };
-            match key {
+            match finished.get(lease_id) {
                 Some(key) => {
                     steps.extend(outcome.steps.iter().enumerate().map(|(idx, step)| (key.clone(), idx as i64, step)));
-                    keys.push(Ok(key));
+                    keys.push(Ok(key.clone()));
                 }
                 None => keys.push(Err(StoreError::StaleLease(lease_id.clone()))),
             }
