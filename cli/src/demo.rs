@@ -13,7 +13,7 @@ use argus_sim::{Agent, AgentConfig, App, Model};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::grid::stop_on_signal;
+use crate::grid::{Target, stop_on_signal};
 use crate::run::{execute, wait_for_devices};
 
 /// The demo project, built into the binary so that it runs from anywhere.
@@ -102,6 +102,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         host: "127.0.0.1".into(),
         app_token: None,
         token: None,
+        tls_ca: None,
         slots: slots.clone(),
     };
     tokio::spawn(link::run(worker, cancel.clone()));
@@ -111,7 +112,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         }
     }
     println!("argus demo: coordinator {url}, 8 simulated devices (4 ios, 4 android), state in {}", state.display());
-    if let Err(error) = wait_for_devices(&url, None, slots.len(), std::time::Duration::from_secs(20)).await {
+    if let Err(error) = wait_for_devices(&Target::plain(&url), slots.len(), std::time::Duration::from_secs(20)).await {
         return failed(error);
     }
     let request = grpc::SubmitRequest {
@@ -130,7 +131,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         trigger: "argus demo".into(),
         priority: 1,
     };
-    let code = execute(&url, None, request, Some(&out), Some(&out.join("junit.xml"))).await;
+    let code = execute(&Target::plain(&url), request, Some(&out), Some(&out.join("junit.xml"))).await;
     println!("run directory: {}", out.display());
     if args.exit {
         return code;

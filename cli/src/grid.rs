@@ -2,6 +2,7 @@
 //! `argus devices` and `argus runs`: the grid's processes and their views.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -37,6 +38,12 @@ pub struct TokenArgs {
     client_token: Option<String>,
 }
 
+impl ViewArgs {
+    fn target(&self) -> Target {
+        Target { url: self.coordinator.clone(), token: self.token.clone(), ca: self.tls_ca.clone() }
+    }
+}
+
 impl TokenArgs {
     fn tokens(&self) -> argus_coordinator::Tokens {
         argus_coordinator::Tokens { worker: self.worker_token.clone(), client: self.client_token.clone() }
@@ -55,6 +62,13 @@ pub struct CoordinatorArgs {
     /// The HTTP address: Prometheus metrics at /metrics, /healthz.
     #[arg(long, env = "ARGUS_HTTP_LISTEN", default_value = DEFAULT_HTTP)]
     http: SocketAddr,
+    /// Serve gRPC over TLS with this certificate chain (PEM); clients then
+    /// connect with https://.
+    #[arg(long, env = "ARGUS_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, env = "ARGUS_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -94,6 +108,9 @@ pub struct WorkerArgs {
     /// The coordinator's worker token, if it requires one.
     #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The CA certificate (PEM) of an https:// coordinator, if private.
+    #[arg(long, env = "ARGUS_TLS_CA")]
+    tls_ca: Option<PathBuf>,
     #[command(flatten)]
     slots: SlotArgs,
 }
@@ -115,6 +132,9 @@ pub struct ViewArgs {
     /// The coordinator's client token, if it requires one.
     #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The CA certificate (PEM) of an https:// coordinator, if private.
+    #[arg(long, env = "ARGUS_TLS_CA")]
+    tls_ca: Option<PathBuf>,
     /// How many runs to list.
     #[arg(long, default_value_t = 20)]
     limit: u32,
@@ -146,11 +166,25 @@ pub fn parse_ports(text: &str) -> Result<Ports, String> {
     Ok(Ports(ports))
 }
 
+/// Where a client finds the coordinator, and what it needs to talk to it.
+#[derive(Clone, Debug, Default)]
+pub struct Target {
+    pub url: String,
+    pub token: Option<String>,
+    /// The CA that signed an https:// coordinator's certificate, if private.
+    pub ca: Option<PathBuf>,
+}
+
+impl Target {
+    pub fn plain(url: &str) -> Self {
+        Self { url: url.to_owned(), ..Self::default() }
+    }
+}
+
 /// A connection to the coordinator and the token every request carries.
-pub async fn channel(url: &str, token: Option<&str>) -> Result<(tonic::transport::Channel, Bearer), String> {
-    let bearer = Bearer::new(token)?;
-    let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url}: {e}"))?;
-    let channel = endpoint.connect().await.map_err(|e| format!("cannot reach the coordinator at {url}: {e}"))?;
+pub async fn channel(target: &Target) -> Result<(tonic::transport::Channel, Bearer), String> {
+    let bearer = Bearer::new(target.token.as_deref())?;
+    let channel = argus_proto::connect::connect(&target.url, target.ca.as_deref()).await?;
     Ok((channel, bearer))
 }
 
@@ -202,8 +236,16 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
         Ok(listener) => listener,
         Err(error) => return failed("coordinator", format!("--http: {error}")),
     };
-    eprintln!("argus coordinator: gRPC on http://{}, metrics on http://{}/metrics", args.listen, args.http);
-    let options = argus_coordinator::Options { tokens: args.tokens.tokens(), http: Some(http) };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => match argus_coordinator::TlsIdentity::load(cert, key) {
+            Ok(identity) => Some(identity),
+            Err(error) => return failed("coordinator", error),
+        },
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("argus coordinator: gRPC on {scheme}://{}, metrics on http://{}/metrics", args.listen, args.http);
+    let options = argus_coordinator::Options { tokens: args.tokens.tokens(), http: Some(http), tls };
     match argus_coordinator::serve_with(listener, store, options, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),
@@ -244,7 +286,15 @@ pub async fn worker(args: WorkerArgs) -> ExitCode {
         .filter(|_| args.slots.driver_host == "127.0.0.1")
         .unwrap_or(args.slots.driver_host.clone());
     print_slots(&slots);
-    let config = WorkerConfig { coordinator, name, host, app_token: args.slots.app_token, token: args.token, slots };
+    let config = WorkerConfig {
+        coordinator,
+        name,
+        host,
+        app_token: args.slots.app_token,
+        token: args.token,
+        tls_ca: args.tls_ca,
+        slots,
+    };
     match link::run(config, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("worker", error),
@@ -275,6 +325,7 @@ pub async fn start_local(
         host: slots.driver_host.clone(),
         app_token: slots.app_token.clone(),
         token: None,
+        tls_ca: None,
         slots: slots.slots(),
     };
     // Bind the drivers now, so that a port in use is reported here.
@@ -339,7 +390,7 @@ enum DeviceAction {
 }
 
 pub async fn devices(args: DevicesArgs) -> ExitCode {
-    let mut fleet = match channel(&args.view.coordinator, args.view.token.as_deref()).await {
+    let mut fleet = match channel(&args.view.target()).await {
         Ok((channel, bearer)) => FleetClient::with_interceptor(channel, bearer),
         Err(error) => return failed("devices", error),
     };
@@ -394,7 +445,7 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
 }
 
 pub async fn runs(args: ViewArgs) -> ExitCode {
-    let mut client = match channel(&args.coordinator, args.token.as_deref()).await {
+    let mut client = match channel(&args.target()).await {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return failed("runs", error),
     };

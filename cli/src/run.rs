@@ -15,7 +15,7 @@ use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use tokio_util::sync::CancellationToken;
 
 use crate::cases::{OutputArgs, load_suite, report};
-use crate::grid::{SlotArgs, channel, print_slots, start_local};
+use crate::grid::{SlotArgs, Target, channel, print_slots, start_local};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -28,6 +28,9 @@ pub struct RunArgs {
     /// The coordinator's client token, if it requires one.
     #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The CA certificate (PEM) of an https:// coordinator, if private.
+    #[arg(long, env = "ARGUS_TLS_CA")]
+    tls_ca: Option<PathBuf>,
     /// Only devices of this platform.
     #[arg(long = "on-platform", value_name = "PLATFORM")]
     selector_platform: Option<String>,
@@ -150,7 +153,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
                     let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
                         return usage("--attach-timeout takes a positive number of seconds");
                     };
-                    if let Err(error) = wait_for_devices(&url, None, 1, wait).await {
+                    if let Err(error) = wait_for_devices(&Target::plain(&url), 1, wait).await {
                         return usage(error);
                     }
                     url
@@ -160,13 +163,14 @@ pub async fn run(args: RunArgs) -> ExitCode {
         }
         (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
     };
-    execute(&url, args.token.as_deref(), request, args.output.out.as_deref(), args.output.junit.as_deref()).await
+    let target = Target { url, token: args.token.clone(), ca: args.tls_ca.clone() };
+    execute(&target, request, args.output.out.as_deref(), args.output.junit.as_deref()).await
 }
 
 /// Waits until `count` devices have an app attached.
-pub async fn wait_for_devices(url: &str, token: Option<&str>, count: usize, wait: Duration) -> Result<(), String> {
+pub async fn wait_for_devices(target: &Target, count: usize, wait: Duration) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + wait;
-    let (channel, bearer) = channel(url, token).await?;
+    let (channel, bearer) = channel(target).await?;
     let mut fleet = FleetClient::with_interceptor(channel, bearer);
     loop {
         let list = fleet.list(grpc::ListFleetRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
@@ -190,13 +194,12 @@ pub async fn wait_for_devices(url: &str, token: Option<&str>, count: usize, wait
 
 /// Submits, streams progress, writes the outputs; the exit code.
 pub async fn execute(
-    url: &str,
-    token: Option<&str>,
+    target: &Target,
     request: grpc::SubmitRequest,
     out: Option<&std::path::Path>,
     junit_path: Option<&std::path::Path>,
 ) -> ExitCode {
-    let mut client = match channel(url, token).await {
+    let mut client = match channel(target).await {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return usage(error),
     };

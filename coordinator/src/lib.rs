@@ -4,9 +4,10 @@
 
 pub mod core;
 pub mod http;
+mod incoming;
 pub mod metrics;
 pub mod scheduler;
 pub mod service;
 pub mod store;
 
-pub use service::{Options, Tokens, serve, serve_with};
+pub use service::{Options, TlsIdentity, Tokens, serve, serve_with};

@@ -11,7 +11,7 @@ use argus_proto::grpc::{
 };
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
@@ -181,6 +181,25 @@ pub struct Options {
     pub tokens: Tokens,
     /// The HTTP port: metrics and health.
     pub http: Option<TcpListener>,
+    /// Serve gRPC over TLS with this certificate chain and key (PEM).
+    pub tls: Option<TlsIdentity>,
+}
+
+/// A certificate chain and its private key, PEM.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+impl TlsIdentity {
+    /// Reads both files, naming the one that cannot be read.
+    pub fn load(cert: &std::path::Path, key: &std::path::Path) -> Result<Self, String> {
+        let read = |path: &std::path::Path, what: &str| {
+            std::fs::read(path).map_err(|e| format!("cannot read the TLS {what} {}: {e}", path.display()))
+        };
+        Ok(Self { cert_pem: read(cert, "certificate")?, key_pem: read(key, "key")? })
+    }
 }
 
 /// Serves the coordinator on `listener` until `shutdown`, open to all.
@@ -195,7 +214,7 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http } = options;
+    let Options { tokens, http, tls } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let metrics = Arc::new(Metrics::default());
     let (handle, owner) = core::start(store.clone(), None, metrics.clone(), shutdown.clone()).await?;
@@ -221,13 +240,19 @@ pub async fn serve_with(
     let worker_check = RequireToken::new(tokens.worker, "worker", "the worker's --token or ARGUS_WORKER_TOKEN");
     let client_check = RequireToken::new(tokens.client, "client", "the client's --token or ARGUS_CLIENT_TOKEN");
     info!(?addr, "coordinator listening");
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(identity) = &tls {
+        let identity = tonic::transport::Identity::from_pem(&identity.cert_pem, &identity.key_pem);
+        builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    let incoming = crate::incoming::checked(listener, tls.is_some(), shutdown.clone());
+    let server = builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(WorkersServer::with_interceptor(services.clone(), worker_check))
         .add_service(RunsServer::with_interceptor(services.clone(), client_check.clone()))
         .add_service(FleetServer::with_interceptor(services, client_check))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.cancelled());
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled());
     // Streams that outlive the shutdown get two seconds to close.
     let result = tokio::select! {
         result = server => result,

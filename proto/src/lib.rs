@@ -9,6 +9,7 @@
 //! lynkeus may add fields, and only ever adds them.
 
 pub mod auth;
+pub mod connect;
 pub mod run;
 pub mod wire;
 

@@ -33,6 +33,9 @@ pub struct WorkerConfig {
     pub app_token: Option<String>,
     /// The coordinator's worker token, if it requires one.
     pub token: Option<String>,
+    /// For an https:// coordinator whose certificate no public CA signed:
+    /// the CA certificate (PEM) to trust.
+    pub tls_ca: Option<std::path::PathBuf>,
     pub slots: Vec<SlotConfig>,
 }
 
@@ -137,11 +140,7 @@ pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), 
 
 /// One stream to the coordinator, until it ends (an error) or `cancel` (Ok).
 async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &CancellationToken) -> Result<(), String> {
-    let channel = tonic::transport::Endpoint::from_shared(config.coordinator.clone())
-        .map_err(|e| format!("{}: {e}", config.coordinator))?
-        .connect()
-        .await
-        .map_err(|e| e.to_string())?;
+    let channel = argus_proto::connect::connect(&config.coordinator, config.tls_ca.as_deref()).await?;
     let mut client = WorkersClient::with_interceptor(channel, Bearer::new(config.token.as_deref())?);
     // Listen for device changes before the snapshot, so that none falls between.
     let mut events: Vec<_> = slots.iter().map(|s| s.driver.events()).collect();

@@ -71,6 +71,7 @@ fn worker(grid: &mut Grid, name: &str, devices: usize) -> CancellationToken {
         host: "127.0.0.1".into(),
         app_token: None,
         token: None,
+        tls_ca: None,
         slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
     };
     let cancel = CancellationToken::new();
@@ -260,6 +261,7 @@ async fn a_worker_killed_mid_run_loses_nothing() {
         host: "127.0.0.1".into(),
         app_token: None,
         token: None,
+        tls_ca: None,
         slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
     };
     let doomed = tokio::spawn(link::run(config, CancellationToken::new()));
@@ -331,6 +333,7 @@ async fn tokens_keep_out_workers_and_clients_without_them() {
             host: "127.0.0.1".into(),
             app_token: None,
             token: token.map(str::to_owned),
+            tls_ca: None,
             slots: vec![SlotConfig::for_port(port, "ios")],
         };
         tokio::spawn(link::run(config, cancel.clone()));
@@ -374,6 +377,7 @@ async fn drivers_beyond_loopback_need_an_app_token() {
         host: "0.0.0.0".into(),
         app_token: None,
         token: None,
+        tls_ca: None,
         slots: vec![SlotConfig::for_port(free_port(), "android")],
     };
     let error = link::run(config, CancellationToken::new()).await.unwrap_err();
@@ -395,6 +399,7 @@ async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_devi
         host: "127.0.0.1".into(),
         app_token: None,
         token: None,
+        tls_ca: None,
         slots: vec![broken],
     };
     let cancel = CancellationToken::new();
@@ -532,6 +537,7 @@ async fn a_device_whose_failures_pass_elsewhere_is_quarantined() {
         host: "127.0.0.1".into(),
         app_token: None,
         token: None,
+        tls_ca: None,
         slots: vec![SlotConfig::for_port(port, "ios")],
     };
     let cancel = CancellationToken::new();

@@ -1,0 +1,74 @@
+//! Reaching the coordinator: plain `http://`, or `https://` with TLS (the
+//! public CAs, or the CA given with `--tls-ca`). A client that speaks the
+//! wrong one is told which, rather than left with an HTTP/2 error.
+
+use std::path::Path;
+
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+/// A channel to the coordinator at `url`.
+pub async fn connect(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
+    let mut endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url} is not a URL: {e}"))?;
+    let tls = url.starts_with("https://");
+    if tls {
+        let mut config = ClientTlsConfig::new().with_webpki_roots();
+        if let Some(ca) = ca {
+            let pem = std::fs::read(ca).map_err(|e| format!("cannot read the CA certificate {}: {e}", ca.display()))?;
+            config = config.ca_certificate(Certificate::from_pem(pem));
+        }
+        endpoint = endpoint.tls_config(config).map_err(|e| format!("{url}: {e}"))?;
+    } else if ca.is_some() {
+        return Err(format!("a CA certificate was given for {url}: use https:// to connect with TLS"));
+    }
+    let channel = endpoint.connect().await.map_err(|error| explain(url, tls, &error.to_string(), &error))?;
+    // HTTP/2 connects without hearing from the server; a health check
+    // (open to all) proves the coordinator answers on this scheme.
+    let mut health = HealthClient::new(channel.clone());
+    let check = HealthCheckRequest { service: String::new() };
+    match health.check(check).await {
+        Ok(_) => Ok(channel),
+        Err(status) if status.code() == tonic::Code::Unimplemented => Ok(channel),
+        Err(status) => Err(match std::error::Error::source(&status) {
+            Some(source) => explain(url, tls, status.message(), source),
+            None => format!("the coordinator at {url} answered its health check with {status}"),
+        }),
+    }
+}
+
+/// The transport error, with its causes, in words that say what to change.
+fn explain(url: &str, tls: bool, message: &str, error: &(dyn std::error::Error + 'static)) -> String {
+    let mut causes = message.to_owned();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        causes.push_str(": ");
+        causes.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    let lower = causes.to_lowercase();
+    if lower.contains("refused") {
+        return format!("cannot reach the coordinator at {url}: nothing listens there ({causes})");
+    }
+    // A plaintext coordinator answers a TLS hello with a protocol_version alert.
+    if tls
+        && (lower.contains("protocolversion")
+            || lower.contains("invalidcontenttype")
+            || lower.contains("corrupt message"))
+    {
+        return format!(
+            "the coordinator at {url} does not speak TLS: connect with http://, or start it with --tls-cert and --tls-key ({causes})"
+        );
+    }
+    if tls && (lower.contains("certificate") || lower.contains("unknownissuer")) {
+        return format!(
+            "the coordinator at {url} has a certificate this client does not trust: give its CA with --tls-ca ({causes})"
+        );
+    }
+    if !tls {
+        return format!(
+            "cannot reach the coordinator at {url}: it closed the connection; if it serves TLS, connect with https:// ({causes})"
+        );
+    }
+    format!("cannot reach the coordinator at {url}: {causes}")
+}
