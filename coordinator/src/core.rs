@@ -600,6 +600,7 @@ impl Core {
                     run_case_json: line.to_string(),
                     device: Some(device),
                     infrastructure_failure: true,
+                    lease_to_first_call_us: 0,
                 })),
             };
             run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
@@ -898,6 +899,7 @@ impl Core {
                 config_json: run.config_json.clone(),
                 deadline_unix_ms: lease.deadline,
                 traceparent: String::new(),
+                granted_unix_us: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
             }))
         };
         if let Some(device) = self.devices.get_mut(&lease.device_id) {
@@ -1036,6 +1038,7 @@ impl Core {
         }
         let line = line.expect("not an infrastructure failure");
         self.metrics.attempt(&device.platform, result_name(line.result), line.ms as i64);
+        self.metrics.lease_to_first_call(result.lease_to_first_call_us);
         self.judge_device(&run_id, &line, &device_id);
         let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
         if let Some(run) = self.runs.get_mut(&run_id) {
@@ -1044,6 +1047,7 @@ impl Core {
                     run_case_json: line.to_line(),
                     device: Some(device.clone()),
                     infrastructure_failure: false,
+                    lease_to_first_call_us: result.lease_to_first_call_us,
                 })),
             };
             run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
@@ -1252,6 +1256,7 @@ fn finished_update(line: &RunCase) -> grpc::RunUpdate {
             run_case_json: line.to_line(),
             device: None,
             infrastructure_failure: false,
+            lease_to_first_call_us: 0,
         })),
     }
 }

@@ -52,6 +52,7 @@ pub struct Metrics {
     pub leases_granted: Counter,
     pub attempt_seconds: Family<AttemptLabels, Histogram>,
     pub retries: Family<KindLabel, Counter>,
+    lease_to_first_call: Histogram,
     /// Gauges are reset and set as one step at each scrape.
     scrape: Mutex<()>,
 }
@@ -77,7 +78,14 @@ impl Default for Metrics {
             "Attempts run again: `retry` after a failure, `infrastructure` after the device or worker failed",
             retries.clone(),
         );
+        let lease_to_first_call = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        registry.register(
+            "lease_to_first_call_seconds",
+            "From a lease's grant to the worker's first call to the app: the grid's overhead per attempt",
+            lease_to_first_call.clone(),
+        );
         Self {
+            lease_to_first_call,
             registry,
             queue_depth,
             leases_active,
@@ -93,6 +101,12 @@ impl Default for Metrics {
 impl Metrics {
     pub fn retried(&self, kind: &str) {
         self.retries.get_or_create(&KindLabel { kind: kind.to_owned() }).inc();
+    }
+
+    pub fn lease_to_first_call(&self, us: i64) {
+        if us > 0 {
+            self.lease_to_first_call.observe(us as f64 / 1e6);
+        }
     }
 
     pub fn attempt(&self, platform: &str, result: &str, ms: i64) {

@@ -273,6 +273,7 @@ async fn run_lease(
         run_case_json: String::new(),
         infrastructure_failure: true,
         error,
+        lease_to_first_call_us: 0,
     };
     let case = match parse_case(&lease.case_source, &lease.case_file) {
         Ok(cases) => match cases.into_iter().find(|c| c.id == lease.case_id) {
@@ -294,6 +295,7 @@ async fn run_lease(
         keep_going: false,
     };
     let driver = slot.driver.as_ref();
+    let lease_to_first_call_us = unix_us() - lease.granted_unix_us;
     if let Err(error) = driver.call("reset", None, Duration::from_secs(20)).await
         && error.code().is_none_or(|c| c != "timeout")
         && INFRASTRUCTURE.iter().any(|m| error.to_string().starts_with(m))
@@ -328,5 +330,10 @@ async fn run_lease(
         run_case_json: attempt.to_line(),
         infrastructure_failure: lost.is_some(),
         error: lost.unwrap_or_default(),
+        lease_to_first_call_us,
     }
+}
+
+fn unix_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
