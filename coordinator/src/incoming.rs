@@ -38,6 +38,9 @@ pub fn checked(
                     continue;
                 }
             };
+            // Leases and results are small messages that must not wait for
+            // Nagle's algorithm (40 ms behind a delayed ACK).
+            let _ = stream.set_nodelay(true);
             let tx = tx.clone();
             tokio::spawn(async move {
                 let mut first = [0u8; 1];

@@ -112,16 +112,23 @@ async fn grid_run(cases: usize) -> (Histogram<u64>, Duration) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let items: Vec<String> = (0..cases).map(|i| i.to_string()).collect();
-    let source =
-        format!("---\nid: title\nmatrix: {{ n: [{}] }}\n---\nsteps:\n  - app.see: \"#title\"\n", items.join(", "));
+    // A matrix holds 256 cases at most: a file per 200.
+    let files: Vec<grpc::CaseFile> = (0..cases)
+        .collect::<Vec<_>>()
+        .chunks(200)
+        .enumerate()
+        .map(|(file, chunk)| {
+            let items: Vec<String> = chunk.iter().map(|i| i.to_string()).collect();
+            let source = format!(
+                "---\nid: title{file}\nmatrix: {{ n: [{}] }}\n---\nsteps:\n  - app.see: \"#title\"\n",
+                items.join(", ")
+            );
+            grpc::CaseFile { path: format!("cases/title{file}.md"), source }
+        })
+        .collect();
     let mut runs = RunsClient::connect(url).await.unwrap();
     let started = Instant::now();
-    let request = grpc::SubmitRequest {
-        cases: vec![grpc::CaseFile { path: "cases/title.md".into(), source }],
-        project: "bench".into(),
-        ..Default::default()
-    };
+    let request = grpc::SubmitRequest { cases: files, project: "bench".into(), ..Default::default() };
     let run_id = runs.submit(request).await.unwrap().into_inner().run_id;
     let mut updates = runs.watch(grpc::WatchRequest { run_id }).await.unwrap().into_inner();
     let mut overhead = histogram();

@@ -3,13 +3,13 @@
 //! leased. The drivers stay up while the coordinator is away; the stream is
 //! dialed again with backoff.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use argus_cases::runner::{RunContext, run_attempt_with};
-use argus_cases::{CasesConfig, parse_case};
+use argus_cases::{Case, CasesConfig, parse_case};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
 use argus_proto::run::StepStatus;
@@ -181,6 +181,7 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
         });
     }
     let running: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let parsed: Arc<ParsedFiles> = Arc::default();
     let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
     // What the coordinator was last told of each device; a change that no
     // event announced (an attempt of an earlier link ending) is caught here.
@@ -224,7 +225,7 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                         };
                         running.lock().unwrap_or_else(|p| p.into_inner()).insert(lease.lease_id.clone());
                         let (out, running, index) = (out.clone(), running.clone(), slots.iter().position(|s| Arc::ptr_eq(s, &slot)).unwrap_or(0));
-                        let changed_tx = changed_tx.clone();
+                        let (changed_tx, parsed) = (changed_tx.clone(), parsed.clone());
                         tokio::spawn(async move {
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
                             let _ = changed_tx.send(index).await;
@@ -238,7 +239,7 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                                 };
                                 let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
                             };
-                            let result = tracing::Instrument::instrument(run_lease(&slot, &lease, on_step), span).await;
+                            let result = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, on_step), span).await;
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
                             running.lock().unwrap_or_else(|p| p.into_inner()).remove(&lease.lease_id);
                             let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
@@ -262,10 +263,43 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
 /// Errors that mean the device, not the case, failed.
 const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call", "Agent server closed"];
 
+/// Case files parsed once per run: every lease of a file carries its text,
+/// and a matrix of hundreds of cases must not be expanded for each one.
+#[derive(Default)]
+struct ParsedFiles(Mutex<HashMap<(String, String), Arc<Vec<Case>>>>);
+
+impl ParsedFiles {
+    /// Runs at a time whose files are kept; beyond it the cache starts over.
+    const FILES: usize = 256;
+
+    fn case(&self, lease: &grpc::Lease) -> Result<Case, String> {
+        let key = (lease.run_id.clone(), lease.case_file.clone());
+        let cached = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
+        let cases = match cached {
+            Some(cases) => cases,
+            None => {
+                let cases = Arc::new(parse_case(&lease.case_source, &lease.case_file).map_err(|e| e.to_string())?);
+                let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                if files.len() >= Self::FILES {
+                    files.clear();
+                }
+                files.insert(key, cases.clone());
+                cases
+            }
+        };
+        cases
+            .iter()
+            .find(|c| c.id == lease.case_id)
+            .cloned()
+            .ok_or_else(|| format!("{}: no case {} in it", lease.case_file, lease.case_id))
+    }
+}
+
 /// Runs one leased attempt on its slot's driver.
 async fn run_lease(
     slot: &Slot,
     lease: &grpc::Lease,
+    parsed: &ParsedFiles,
     on_step: impl FnMut(usize, &argus_proto::run::RunStep),
 ) -> grpc::AttemptResult {
     let infra = |error: String| grpc::AttemptResult {
@@ -275,12 +309,9 @@ async fn run_lease(
         error,
         lease_to_first_call_us: 0,
     };
-    let case = match parse_case(&lease.case_source, &lease.case_file) {
-        Ok(cases) => match cases.into_iter().find(|c| c.id == lease.case_id) {
-            Some(case) => case,
-            None => return infra(format!("{}: no case {} in it", lease.case_file, lease.case_id)),
-        },
-        Err(error) => return infra(error.to_string()),
+    let case = match parsed.case(lease) {
+        Ok(case) => case,
+        Err(error) => return infra(error),
     };
     let config_value: serde_json::Value = serde_json::from_str(&lease.config_json).unwrap_or_default();
     let config = match CasesConfig::from_json(&config_value, Path::new(".")) {
