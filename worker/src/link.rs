@@ -266,7 +266,10 @@ const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call
 /// Case files parsed once per run: every lease of a file carries its text,
 /// and a matrix of hundreds of cases must not be expanded for each one.
 #[derive(Default)]
-struct ParsedFiles(Mutex<HashMap<(String, String), Arc<Vec<Case>>>>);
+struct ParsedFiles(Mutex<HashMap<RunFile, Arc<Vec<Case>>>>);
+
+/// A run's id and a case file's path.
+type RunFile = (String, String);
 
 impl ParsedFiles {
     /// Runs at a time whose files are kept; beyond it the cache starts over.
