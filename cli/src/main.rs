@@ -51,52 +51,33 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Sim(args) => {
-            telemetry::init("info");
-            sim::run(args).await
-        }
-        Command::Call(args) => {
-            telemetry::init("warn");
-            call::run(args).await
-        }
-        Command::Cases(command) => {
-            telemetry::init("warn");
-            cases::run(command).await
-        }
-        Command::Demo(args) => {
-            telemetry::init("warn");
-            demo::run(args).await
-        }
-        Command::Run(args) => {
-            telemetry::init("warn");
-            run::run(args).await
-        }
-        Command::Coordinator(args) => {
-            telemetry::init("info");
-            grid::coordinator(args).await
-        }
-        Command::Worker(args) => {
-            telemetry::init("info");
-            grid::worker(args).await
-        }
-        Command::Standalone(args) => {
-            telemetry::init("info");
-            grid::standalone(args).await
-        }
-        Command::Migrate(args) => {
-            telemetry::init("warn");
-            grid::migrate(args).await
-        }
-        Command::Devices(args) => {
-            telemetry::init("warn");
-            grid::devices(args).await
-        }
-        Command::Runs(args) => {
-            telemetry::init("warn");
-            grid::runs(args).await
-        }
-    }
+    let (level, service) = match &cli.command {
+        Command::Sim(_) => ("info", "argus-sim"),
+        Command::Call(_) => ("warn", "argus-call"),
+        Command::Cases(_) => ("warn", "argus-cases"),
+        Command::Demo(_) => ("warn", "argus-demo"),
+        Command::Run(_) => ("warn", "argus-run"),
+        Command::Coordinator(_) => ("info", "argus-coordinator"),
+        Command::Worker(_) => ("info", "argus-worker"),
+        Command::Standalone(_) => ("info", "argus-standalone"),
+        Command::Migrate(_) | Command::Devices(_) | Command::Runs(_) => ("warn", "argus"),
+    };
+    let telemetry = telemetry::init(level, service);
+    let code = match cli.command {
+        Command::Sim(args) => sim::run(args).await,
+        Command::Call(args) => call::run(args).await,
+        Command::Cases(command) => cases::run(command).await,
+        Command::Demo(args) => demo::run(args).await,
+        Command::Run(args) => run::run(args).await,
+        Command::Coordinator(args) => grid::coordinator(args).await,
+        Command::Worker(args) => grid::worker(args).await,
+        Command::Standalone(args) => grid::standalone(args).await,
+        Command::Migrate(args) => grid::migrate(args).await,
+        Command::Devices(args) => grid::devices(args).await,
+        Command::Runs(args) => grid::runs(args).await,
+    };
+    telemetry.shutdown().await;
+    code
 }
 
 #[cfg(test)]

@@ -203,6 +203,11 @@ pub async fn execute(
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return usage(error),
     };
+    // The run's root span: the coordinator's run span, its leases and the
+    // workers' attempts join it through the request's metadata.
+    let span = tracing::info_span!("argus run", project = %request.project, files = request.cases.len());
+    let mut request = tonic::Request::new(request);
+    argus_proto::trace::inject(&mut request, &span);
     let submitted = match client.submit(request).await {
         Ok(response) => response.into_inner(),
         Err(status) => return usage(status.message()),

@@ -176,3 +176,133 @@ fn a_restarted_coordinator_takes_its_runs_up_again() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+mod otlp {
+    //! An OTLP trace receiver: every span exported to it, with its service.
+
+    use std::sync::{Arc, Mutex};
+
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+    use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    use opentelemetry_proto::tonic::trace::v1::Span;
+
+    #[derive(Clone, Default)]
+    pub struct Receiver(pub Arc<Mutex<Vec<(String, Span)>>>);
+
+    #[tonic::async_trait]
+    impl TraceService for Receiver {
+        async fn export(
+            &self,
+            request: tonic::Request<ExportTraceServiceRequest>,
+        ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+            for resource_spans in request.into_inner().resource_spans {
+                let service = resource_spans
+                    .resource
+                    .iter()
+                    .flat_map(|r| &r.attributes)
+                    .find(|a| a.key == "service.name")
+                    .and_then(|a| match a.value.as_ref()?.value.as_ref()? {
+                        Value::StringValue(name) => Some(name.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                let spans = resource_spans.scope_spans.into_iter().flat_map(|s| s.spans);
+                self.0.lock().unwrap().extend(spans.map(|span| (service.clone(), span)));
+            }
+            Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+        }
+    }
+
+    /// Serves on a free port; its endpoint.
+    pub async fn start(receiver: Receiver) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(TraceServiceServer::new(receiver))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        endpoint
+    }
+
+    pub fn attribute(span: &Span, key: &str) -> Option<String> {
+        span.attributes.iter().find(|a| a.key == key).and_then(|a| match a.value.as_ref()?.value.as_ref()? {
+            Value::StringValue(value) => Some(value.clone()),
+            _ => None,
+        })
+    }
+}
+
+/// Stops a process as an operator would (SIGTERM), so that it flushes its spans.
+fn terminate(mut child: Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_run_is_one_trace_from_the_client_through_the_coordinator_and_workers_to_the_app() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let receiver = otlp::Receiver::default();
+    let endpoint = runtime.block_on(otlp::start(receiver.clone()));
+    let dir = temp_dir("otlp");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    std::fs::write(
+        dir.join("cases/title.md"),
+        "---\nid: title\nmatrix: { n: [1, 2, 3] }\n---\nsteps:\n  - app.see: \"#title\"\n",
+    )
+    .unwrap();
+    let traced = |args: &[&str]| {
+        Command::new(ARGUS)
+            .current_dir(&dir)
+            .args(args)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    let http = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{port}");
+    let coordinator = traced(&["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http]);
+    let ports = [free_port(), free_port()];
+    let worker = traced(&["worker", "--coordinator", &url, "--ports", &format!("{},{}", ports[0], ports[1])]);
+    let sims = Sims::start(&ports);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let run = traced(&["run", "--coordinator", &url]).wait_with_output().unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    terminate(worker);
+    terminate(coordinator);
+    drop(sims);
+
+    let spans = receiver.0.lock().unwrap().clone();
+    let named = |service: &str, name: &str| -> Vec<&opentelemetry_proto::tonic::trace::v1::Span> {
+        spans.iter().filter(|(s, span)| s == service && span.name == name).map(|(_, span)| span).collect()
+    };
+    let summary: Vec<(String, String)> = spans.iter().map(|(s, span)| (s.clone(), span.name.clone())).collect();
+    let client = named("argus-run", "argus run");
+    assert_eq!(client.len(), 1, "{summary:?}");
+    let client = client[0];
+    assert!(client.parent_span_id.is_empty(), "the client's span is the root");
+    let runs = named("argus-coordinator", "run");
+    assert_eq!(runs.len(), 1, "{summary:?}");
+    assert_eq!(runs[0].parent_span_id, client.span_id, "the coordinator's run is the client's child");
+    let leases = named("argus-coordinator", "lease");
+    assert_eq!(leases.len(), 3, "{summary:?}");
+    assert!(leases.iter().all(|l| l.parent_span_id == runs[0].span_id), "each lease is the run's child");
+    let attempts = named("argus-worker", "attempt");
+    assert_eq!(attempts.len(), 3, "{summary:?}");
+    for attempt in &attempts {
+        assert!(leases.iter().any(|l| l.span_id == attempt.parent_span_id), "each attempt is a lease's child");
+        assert_eq!(otlp::attribute(attempt, "trace_context").as_deref(), Some("handed"), "the app was told");
+    }
+    let trace_ids: std::collections::BTreeSet<&Vec<u8>> =
+        [client].iter().chain(&runs).chain(&leases).chain(&attempts).map(|s| &s.trace_id).collect();
+    assert_eq!(trace_ids.len(), 1, "one trace");
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -82,6 +82,8 @@ pub enum Command {
     },
     Submit {
         request: grpc::SubmitRequest,
+        /// The client's trace context, from the request's metadata.
+        traceparent: String,
         reply: oneshot::Sender<Result<grpc::SubmitResponse, CoreError>>,
     },
     Watch {
@@ -156,6 +158,8 @@ struct Lease {
     device: String,
     worker: String,
     deadline: Instant,
+    /// Open while the attempt runs; the worker's attempt span is its child.
+    span: tracing::Span,
 }
 
 struct Case {
@@ -183,11 +187,12 @@ struct Run {
     platform: Option<String>,
     native: Option<bool>,
     finished: Option<String>,
+    /// Open while the run goes; its leases are its children.
+    span: tracing::Span,
 }
 
 /// A result on its way to the store.
 struct Finished {
-    worker: String,
     result: grpc::AttemptResult,
     line: Option<RunCase>,
     outcome: AttemptOutcome,
@@ -320,6 +325,7 @@ impl Core {
                 native: None,
                 lines,
                 finished: None,
+                span: tracing::info_span!(parent: None, "run", run = %row.id, recovered = true),
             };
             info!(run = %row.id, "run taken up again after a restart");
             self.runs.insert(row.id, run);
@@ -381,8 +387,8 @@ impl Core {
             }
             Command::WorkerMessage { worker, message } => self.on_worker_message(&worker, message).await,
             Command::WorkerGone { worker } => self.worker_gone(&worker).await,
-            Command::Submit { request, reply } => {
-                let result = self.submit(request).await;
+            Command::Submit { request, traceparent, reply } => {
+                let result = self.submit(request, &traceparent).await;
                 let _ = reply.send(result);
             }
             Command::Watch { run_id, tx, reply } => {
@@ -568,6 +574,7 @@ impl Core {
     /// failure and runs again, without using the retry budget.
     async fn take_back(&mut self, lease_id: &str, reason: &str) {
         let Some(lease) = self.leases.remove(lease_id) else { return };
+        lease.span.record("result", "infrastructure");
         if let Some(device) = self.devices.get_mut(&lease.device) {
             device.lease = None;
         }
@@ -640,7 +647,11 @@ impl Core {
         });
     }
 
-    async fn submit(&mut self, request: grpc::SubmitRequest) -> Result<grpc::SubmitResponse, CoreError> {
+    async fn submit(
+        &mut self,
+        request: grpc::SubmitRequest,
+        traceparent: &str,
+    ) -> Result<grpc::SubmitResponse, CoreError> {
         if request.cases.is_empty() {
             return Err(CoreError::Invalid("a run needs at least one case file".into()));
         }
@@ -734,7 +745,9 @@ impl Core {
             platform: None,
             native: None,
             finished: None,
+            span: tracing::info_span!(parent: None, "run", run = %id, project = %new_run.project),
         };
+        argus_proto::trace::set_parent(&run.span, traceparent);
         info!(run = %id, cases = run.cases.len(), selector = %run.selector.describe(), "run submitted");
         let case_ids: Vec<String> = parsed.iter().map(|c| c.id.clone()).collect();
         self.runs.insert(id.clone(), run);
@@ -867,6 +880,17 @@ impl Core {
 
     /// Sends a committed lease to its worker and tells the run's watchers.
     async fn send_lease(&mut self, lease: NewLease, key: Key) {
+        let run_span = self.runs.get(&key.run).map_or_else(tracing::Span::none, |r| r.span.clone());
+        let span = tracing::info_span!(
+            parent: &run_span,
+            "lease",
+            case = %key.case,
+            attempt = key.attempt,
+            try_no = key.try_no,
+            device = %lease.device_id,
+            result = tracing::field::Empty
+        );
+        let traceparent = argus_proto::trace::traceparent(&span).unwrap_or_default();
         self.leases.insert(
             lease.id.clone(),
             Lease {
@@ -878,6 +902,7 @@ impl Core {
                 device: lease.device_id.clone(),
                 worker: lease.worker_id.clone(),
                 deadline: Instant::now() + LEASE_TTL,
+                span,
             },
         );
         let message = {
@@ -898,7 +923,7 @@ impl Core {
                 case_file: case.file.clone(),
                 config_json: run.config_json.clone(),
                 deadline_unix_ms: lease.deadline,
-                traceparent: String::new(),
+                traceparent,
                 granted_unix_us: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
             }))
         };
@@ -986,18 +1011,21 @@ impl Core {
                 })
                 .unwrap_or_default(),
         };
-        Some(Finished { worker: worker.to_owned(), result, line, outcome })
+        Some(Finished { result, line, outcome })
     }
 
     async fn apply_result(&mut self, finished: Finished) {
-        let Finished { worker, result, line, .. } = finished;
-        let worker = worker.as_str();
-        let Some(lease) = self.leases.get(&result.lease_id) else { return };
+        let Finished { result, line, .. } = finished;
+        let Some(lease) = self.leases.remove(&result.lease_id) else { return };
         let (run_id, case_id, attempt, try_no, device_id) =
             (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.try_no, lease.device.clone());
         let device = self.device_ref(&device_id);
         let infrastructure = result.infrastructure_failure || line.is_none();
-        self.leases.remove(&result.lease_id);
+        let outcome = match &line {
+            Some(line) if !infrastructure => result_name(line.result),
+            _ => "infrastructure",
+        };
+        lease.span.record("result", outcome);
         if let Some(d) = self.devices.get_mut(&device_id) {
             d.lease = None;
         }
@@ -1019,16 +1047,6 @@ impl Core {
             if self.store.queue(&run_id, &case_id, attempt, try_no + 1, now_ms()).await.is_ok() {
                 self.enqueue(key, Some(device_id.clone()));
             }
-            let lease = Lease {
-                id: result.lease_id.clone(),
-                run_id,
-                case_id,
-                attempt,
-                try_no,
-                device: device_id,
-                worker: worker.into(),
-                deadline: Instant::now(),
-            };
             self.notify_infra(&lease, reason);
             self.dispatch_due = true;
             return;
@@ -1140,6 +1158,7 @@ impl Core {
             let _ = watcher.try_send(Ok(update.clone()));
         }
         run.finished = Some(manifest_json);
+        run.span = tracing::Span::none();
     }
 
     /// Ends a run where it stands: nothing more is leased, running attempts
@@ -1174,6 +1193,7 @@ impl Core {
             let _ = watcher.try_send(Ok(update.clone()));
         }
         run.finished = Some(manifest);
+        run.span = tracing::Span::none();
         Ok(())
     }
 

@@ -69,8 +69,9 @@ impl grpc::runs_server::Runs for Services {
     type WatchStream = ReceiverStream<Result<grpc::RunUpdate, Status>>;
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
+        let traceparent = argus_proto::trace::extract(request.metadata());
         let request = request.into_inner();
-        let response = ask(&self.handle, |reply| Command::Submit { request, reply }).await??;
+        let response = ask(&self.handle, |reply| Command::Submit { request, traceparent, reply }).await??;
         Ok(Response::new(response))
     }
 

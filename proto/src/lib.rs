@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod connect;
 pub mod run;
+pub mod trace;
 pub mod wire;
 
 /// The gRPC API between workers, clients and the coordinator

@@ -229,7 +229,8 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                         tokio::spawn(async move {
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
                             let _ = changed_tx.send(index).await;
-                            let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name);
+                            let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name, trace_context = tracing::field::Empty);
+                            argus_proto::trace::set_parent(&span, &lease.traceparent);
                             let (steps, lease_id) = (out.clone(), lease.lease_id.clone());
                             let on_step = move |index: usize, step: &argus_proto::run::RunStep| {
                                 let step = grpc::StepResult {
@@ -298,6 +299,27 @@ impl ParsedFiles {
     }
 }
 
+/// Tells the app which trace its attempt belongs to, when it has a
+/// `traceContext` command, so that its own spans join the run's trace. The
+/// attempt runs whatever the app answers.
+async fn hand_trace_context(driver: &Driver) {
+    let span = tracing::Span::current();
+    let Some(traceparent) = argus_proto::trace::traceparent(&span) else { return };
+    if !driver.hello().is_some_and(|hello| hello.has_command("traceContext")) {
+        return;
+    }
+    let params = serde_json::json!({ "traceparent": traceparent });
+    match driver.call("traceContext", Some(params), Duration::from_secs(5)).await {
+        Ok(_) => {
+            span.record("trace_context", "handed");
+        }
+        Err(error) => {
+            span.record("trace_context", "refused");
+            warn!(%error, "the app's traceContext command failed; the attempt runs without it");
+        }
+    }
+}
+
 /// Runs one leased attempt on its slot's driver.
 async fn run_lease(
     slot: &Slot,
@@ -337,6 +359,7 @@ async fn run_lease(
         return infra(format!("reset: {error}"));
     }
     let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
+    hand_trace_context(driver).await;
     if let Some(before) = &slot.config.hooks.before
         && let Err(error) = crate::slots::run_hook("before", before, &placeholders).await
     {
