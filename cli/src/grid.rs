@@ -427,8 +427,7 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
     println!("{:<24} {:<9} {:<13} {:<12} RUNNING / QUARANTINE", "DEVICE", "PLATFORM", "STATE", "APP");
     for device in &list.devices {
         let info = device.device.clone().unwrap_or_default();
-        let state = grpc::DeviceState::try_from(info.state).map(|s| s.as_str_name()).unwrap_or("?");
-        let state = state.trim_start_matches("DEVICE_STATE_").to_lowercase();
+        let state = grpc::device_state_name(info.state);
         let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
         let app = hello["app"]["name"].as_str().unwrap_or("-");
         let note = if device.quarantined {

@@ -841,6 +841,8 @@ impl Core {
             Err(error) => {
                 warn!(%error, leases = leases.len(), "cannot commit leases; their attempts stay queued");
                 self.pending.extend(planned.into_iter().map(|(pending, _)| pending));
+                // Tried again at the next sweep, if nothing comes sooner.
+                self.dispatch_due = true;
                 return;
             }
         };
@@ -1210,9 +1212,7 @@ impl Core {
             } else if device.lease.is_some() {
                 "busy".to_owned()
             } else {
-                grpc::DeviceState::try_from(device.info.state)
-                    .map(|s| s.as_str_name().trim_start_matches("DEVICE_STATE_").to_lowercase())
-                    .unwrap_or_else(|_| "unknown".into())
+                grpc::device_state_name(device.info.state)
             };
             *devices.entry(state).or_default() += 1;
         }

@@ -20,6 +20,13 @@ pub mod grpc {
     #![allow(clippy::all, missing_docs)]
     tonic::include_proto!("argus.v1");
 
+    /// A device state as people read it: `idle`, `busy`, `disconnected`, …
+    pub fn device_state_name(state: i32) -> String {
+        DeviceState::try_from(state)
+            .map(|s| s.as_str_name().trim_start_matches("DEVICE_STATE_").to_lowercase())
+            .unwrap_or_else(|_| "unknown".into())
+    }
+
     /// The descriptor set of every `argus.v1` file, for gRPC reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/argus_descriptor.bin"));
 }

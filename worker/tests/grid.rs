@@ -11,7 +11,7 @@ use argus_coordinator::store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use common::Sim;
+use common::{Sim, free_port};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -29,10 +29,6 @@ impl Drop for Grid {
             worker.cancel();
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A fresh database: SQLite in a temp file, or on the test Postgres server.

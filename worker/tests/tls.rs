@@ -11,16 +11,12 @@ use argus_coordinator::{Options, TlsIdentity};
 use argus_proto::connect::connect;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use common::{Sim, capture_logs, logs};
+use common::{Sim, capture_logs, free_port, logs};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 fn certs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/tls")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A coordinator on SQLite, with TLS or without; its port.

@@ -18,6 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 pub const WAIT: Duration = Duration::from_secs(5);
 
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 pub async fn driver(config: DriverConfig) -> Driver {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     Driver::from_listener(listener, config).unwrap()
