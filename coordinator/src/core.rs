@@ -434,7 +434,7 @@ impl Core {
                         d.failed_but_passed_elsewhere.clear();
                         Ok(())
                     }
-                    None => Err(CoreError::Invalid(format!("no device {device}"))),
+                    None => Err(CoreError::Invalid(format!("no device {device}; the fleet: {}", self.fleet_summary()))),
                 };
                 let _ = reply.send(result);
                 self.dispatch_due = true;

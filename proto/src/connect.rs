@@ -42,8 +42,12 @@ fn explain(url: &str, tls: bool, message: &str, error: &(dyn std::error::Error +
     let mut causes = message.to_owned();
     let mut source = error.source();
     while let Some(cause) = source {
-        causes.push_str(": ");
-        causes.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        // Transport errors often repeat their cause in their own text.
+        if !causes.contains(&cause_text) {
+            causes.push_str(": ");
+            causes.push_str(&cause_text);
+        }
         source = cause.source();
     }
     let lower = causes.to_lowercase();
