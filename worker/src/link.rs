@@ -265,33 +265,33 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
 const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call", "Agent server closed"];
 
 /// Case files parsed once per run: every lease of a file carries its text,
-/// and a matrix of hundreds of cases must not be expanded for each one.
+/// and a matrix of hundreds of cases must not be expanded for each one (nor
+/// by each of the first leases that arrive together).
 #[derive(Default)]
-struct ParsedFiles(Mutex<HashMap<RunFile, Arc<Vec<Case>>>>);
+struct ParsedFiles(Mutex<HashMap<RunFile, Arc<ParsedFile>>>);
 
 /// A run's id and a case file's path.
 type RunFile = (String, String);
+type ParsedFile = tokio::sync::OnceCell<Result<Vec<Case>, String>>;
 
 impl ParsedFiles {
-    /// Runs at a time whose files are kept; beyond it the cache starts over.
+    /// Files kept; beyond it the cache starts over.
     const FILES: usize = 256;
 
-    fn case(&self, lease: &grpc::Lease) -> Result<Case, String> {
-        let key = (lease.run_id.clone(), lease.case_file.clone());
-        let cached = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
-        let cases = match cached {
-            Some(cases) => cases,
-            None => {
-                let cases = Arc::new(parse_case(&lease.case_source, &lease.case_file).map_err(|e| e.to_string())?);
-                let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
-                if files.len() >= Self::FILES {
-                    files.clear();
-                }
-                files.insert(key, cases.clone());
-                cases
+    async fn case(&self, lease: &grpc::Lease) -> Result<Case, String> {
+        let cell = {
+            let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if files.len() >= Self::FILES {
+                files.clear();
             }
+            files.entry((lease.run_id.clone(), lease.case_file.clone())).or_default().clone()
         };
-        cases
+        let parsed = cell
+            .get_or_init(|| async { parse_case(&lease.case_source, &lease.case_file).map_err(|e| e.to_string()) })
+            .await;
+        parsed
+            .as_ref()
+            .map_err(Clone::clone)?
             .iter()
             .find(|c| c.id == lease.case_id)
             .cloned()
@@ -334,7 +334,7 @@ async fn run_lease(
         error,
         lease_to_first_call_us: 0,
     };
-    let case = match parsed.case(lease) {
+    let case = match parsed.case(lease).await {
         Ok(case) => case,
         Err(error) => return infra(error),
     };
