@@ -3,7 +3,7 @@
 //! one); without it the Postgres half says so loudly, and under `CI=true` it
 //! fails rather than skip.
 
-use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store, StoreError};
+use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, RunFilter, StepRow, Store, StoreError};
 
 async fn sqlite() -> Store {
     let path = std::env::temp_dir().join(format!("argus-store-{}-{}.db", std::process::id(), rand_suffix()));
@@ -60,6 +60,7 @@ on_both!(
     history_gives_the_median_of_passing_attempts,
     runs_are_listed_newest_first,
     a_batch_of_leases_and_results_commits_together_and_fences_each,
+    the_dashboard_filters_runs_and_reads_cases_across_them,
 );
 
 fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
@@ -229,4 +230,76 @@ async fn a_batch_of_leases_and_results_commits_together_and_fences_each(store: S
     assert_eq!(store.run_lines("r1").await.unwrap(), [r#"{"ms":5}"#, r#"{"ms":7}"#]);
     // The same results again are refused: each lease finishes once.
     assert!(store.finish_attempts(&results).await.unwrap().iter().all(|r| r.is_err()));
+}
+
+fn failed(ms: i64, at: i64) -> AttemptOutcome {
+    AttemptOutcome { result: Some("failed".into()), ..passed(ms, at) }
+}
+
+async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
+    // r1 (main): a passes, b fails then passes on retry. r2 (feature): a fails twice.
+    let mut r2 = run("r2", 2_000, &["a"]);
+    r2.branch = Some("feature".into());
+    store.create_run(&run("r1", 1_000, &["a", "b"])).await.unwrap();
+    store.create_run(&r2).await.unwrap();
+    store.grant_lease(&lease("1a", "r1", "a", 1, 1)).await.unwrap();
+    store.finish_attempt("1a", &passed(400, 1_100)).await.unwrap();
+    store.grant_lease(&lease("1b", "r1", "b", 1, 1)).await.unwrap();
+    store.finish_attempt("1b", &failed(900, 1_200)).await.unwrap();
+    store.queue("r1", "b", 2, 1, 1_200).await.unwrap();
+    store.grant_lease(&lease("1b2", "r1", "b", 2, 1)).await.unwrap();
+    store.finish_attempt("1b2", &passed(800, 1_300)).await.unwrap();
+    let totals = |passed: u32, failed: u32, retried: u32| {
+        format!(
+            r#"{{"schema":1,"startedAt":"x","platform":"ios","totals":{{"cases":2,"passed":{passed},"failed":{failed},"unsupported":0,"retried":{retried}}}}}"#
+        )
+    };
+    store.finish_run("r1", 1_400, &totals(2, 0, 1)).await.unwrap();
+    store.grant_lease(&lease("2a", "r2", "a", 1, 1)).await.unwrap();
+    store.finish_attempt("2a", &failed(300, 2_100)).await.unwrap();
+    store.queue("r2", "a", 2, 1, 2_100).await.unwrap();
+    store.grant_lease(&lease("2a2", "r2", "a", 2, 1)).await.unwrap();
+    store.finish_attempt("2a2", &failed(350, 2_200)).await.unwrap();
+    store.finish_run("r2", 2_300, &totals(0, 1, 1)).await.unwrap();
+    store.create_run(&run("r3", 3_000, &["a"])).await.unwrap();
+
+    let ids = |runs: Vec<argus_coordinator::store::RunRow>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let page = |filter: RunFilter, offset, limit| {
+        let store = store.clone();
+        async move { ids(store.runs_page(&filter, offset, limit).await.unwrap()) }
+    };
+    assert_eq!(page(RunFilter::default(), 0, 10).await, ["r3", "r2", "r1"]);
+    assert_eq!(page(RunFilter::default(), 1, 1).await, ["r2", "r1"], "one more than asked: there is a next page");
+    let only = |result: &str| RunFilter { result: Some(result.into()), ..RunFilter::default() };
+    assert_eq!(page(only("failed"), 0, 10).await, ["r2"]);
+    assert_eq!(page(only("passed"), 0, 10).await, ["r1"]);
+    assert_eq!(page(only("running"), 0, 10).await, ["r3"]);
+    let branch = RunFilter { branch: Some("feature".into()), platform: Some("ios".into()), ..RunFilter::default() };
+    assert_eq!(page(branch, 0, 10).await, ["r2"]);
+    let window = RunFilter { from: Some(1_500), to: Some(2_500), ..RunFilter::default() };
+    assert_eq!(page(window, 0, 10).await, ["r2"]);
+    let r1 = store.get_run("r1").await.unwrap();
+    assert_eq!((r1.result.as_deref(), r1.cases, r1.passed, r1.retried), (Some("passed"), Some(2), Some(2), Some(1)));
+
+    let attempts = store.run_attempts("r1").await.unwrap();
+    let seen: Vec<(&str, i64, Option<&str>)> =
+        attempts.iter().map(|a| (a.case_id.as_str(), a.attempt, a.result.as_deref())).collect();
+    assert_eq!(seen, [("a", 1, Some("passed")), ("b", 1, Some("failed")), ("b", 2, Some("passed"))]);
+    assert_eq!(store.finished_attempts("r1").await.unwrap(), 3);
+
+    let history = store.case_history("shop", "a", 10).await.unwrap();
+    let seen: Vec<(&str, i64, Option<&str>)> =
+        history.iter().map(|h| (h.run_id.as_str(), h.attempt, h.result.as_deref())).collect();
+    assert_eq!(seen, [("r2", 2, Some("failed")), ("r2", 1, Some("failed")), ("r1", 1, Some("passed"))]);
+    assert!(store.case_history("other", "a", 10).await.unwrap().is_empty(), "per project");
+
+    let flaky = store.flaky_cases("shop", 0, 10).await.unwrap();
+    let seen: Vec<(&str, i64, i64)> = flaky.iter().map(|f| (f.case_id.as_str(), f.retries, f.passed_on_retry)).collect();
+    assert_eq!(seen, [("a", 1, 0), ("b", 1, 1)]);
+    let slow = store.slow_cases("shop", 0, 3_000, 10).await.unwrap();
+    assert_eq!(slow[0].case_id, "b");
+    assert_eq!((slow[0].mean_ms, slow[0].max_ms), (800.0, 800));
+    let busy = store.device_busy(0).await.unwrap();
+    assert_eq!((busy[0].device_id.as_str(), busy[0].attempts), ("w1/8123", 5));
+    assert_eq!(store.projects().await.unwrap(), ["shop"]);
 }

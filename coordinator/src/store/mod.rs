@@ -3,6 +3,14 @@
 //! same runtime queries serve both (sqlx's Any driver), so a build needs no
 //! database.
 
+macro_rules! run_select {
+    () => {
+        "SELECT id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, priority, \
+         started_at, finished_at, manifest_json, platform, result, cases, passed, failed, retried FROM runs"
+    };
+}
+
+mod dashboard;
 mod rows;
 
 use std::collections::{HashMap, HashSet};
@@ -442,12 +450,32 @@ impl Store {
     }
 
     pub async fn finish_run(&self, run_id: &str, finished_at: i64, manifest_json: &str) -> Result<(), StoreError> {
-        let updated = sqlx::query("UPDATE runs SET finished_at = $1, manifest_json = $2 WHERE id = $3")
-            .bind(finished_at)
-            .bind(manifest_json)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
+        // The columns the runs list filters on, from the manifest: a run cut
+        // short has no totals.
+        let manifest: Option<argus_proto::run::RunManifest> = serde_json::from_str(manifest_json).ok();
+        let platform = manifest.as_ref().and_then(|m| m.platform.clone());
+        let totals = manifest.and_then(|m| m.totals);
+        let result = match &totals {
+            Some(t) if t.failed > 0 => "failed",
+            Some(_) => "passed",
+            None => "cancelled",
+        };
+        let count = |pick: fn(&argus_proto::run::RunTotals) -> u64| totals.as_ref().map(|t| pick(t) as i64);
+        let updated = sqlx::query(
+            "UPDATE runs SET finished_at = $1, manifest_json = $2, platform = $3, result = $4, cases = $5, \
+             passed = $6, failed = $7, retried = $8 WHERE id = $9",
+        )
+        .bind(finished_at)
+        .bind(manifest_json)
+        .bind(platform)
+        .bind(result)
+        .bind(count(|t| t.cases))
+        .bind(count(|t| t.passed))
+        .bind(count(|t| t.failed))
+        .bind(count(|t| t.retried))
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::NoRun(run_id.to_owned()));
         }
@@ -524,12 +552,6 @@ impl Store {
     }
 }
 
-macro_rules! run_select {
-    () => {
-        "SELECT id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, priority, \
-         started_at, finished_at, manifest_json FROM runs"
-    };
-}
 const RUN_COLUMNS_BY_ID: &str = concat!(run_select!(), " WHERE id = $1");
 const RUN_COLUMNS_NEWEST: &str = concat!(run_select!(), " ORDER BY started_at DESC LIMIT $1");
 const RUN_COLUMNS_OPEN: &str = concat!(run_select!(), " WHERE finished_at IS NULL ORDER BY started_at");

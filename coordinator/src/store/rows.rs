@@ -104,6 +104,14 @@ pub struct RunRow {
     pub started_at: i64,
     pub finished_at: Option<i64>,
     pub manifest_json: String,
+    /// Set when the run finishes: the platform of its devices, `passed`,
+    /// `failed` or `cancelled`, and its totals.
+    pub platform: Option<String>,
+    pub result: Option<String>,
+    pub cases: Option<i64>,
+    pub passed: Option<i64>,
+    pub failed: Option<i64>,
+    pub retried: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -113,4 +121,81 @@ pub struct CaseRow {
     pub ordinal: i64,
     pub expected_ms: i64,
     pub final_result: Option<String>,
+}
+
+/// Which runs the runs list shows.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+pub struct RunFilter {
+    pub project: Option<String>,
+    pub branch: Option<String>,
+    pub platform: Option<String>,
+    /// `passed`, `failed`, `cancelled` or `running`.
+    pub result: Option<String>,
+    /// Started at or after, epoch ms.
+    pub from: Option<i64>,
+    /// Started before, epoch ms.
+    pub to: Option<i64>,
+}
+
+/// One attempt of a run, as the run page shows it.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AttemptDetail {
+    pub case_id: String,
+    pub attempt: i64,
+    pub try_no: i64,
+    pub state: String,
+    pub device_id: Option<String>,
+    pub worker_id: Option<String>,
+    pub platform: Option<String>,
+    pub result: Option<String>,
+    pub infrastructure: i64,
+    pub error: Option<String>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub ms: Option<i64>,
+    pub run_case_json: Option<String>,
+}
+
+/// One attempt of a case in its history across runs.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct CaseAttempt {
+    pub run_id: String,
+    pub branch: Option<String>,
+    pub run_started_at: i64,
+    pub attempt: i64,
+    pub result: Option<String>,
+    pub infrastructure: i64,
+    pub device_id: Option<String>,
+    pub platform: Option<String>,
+    pub ms: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// A case that cost retries: how often, and how often the retry passed.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct FlakyCase {
+    pub case_id: String,
+    pub retries: i64,
+    pub passed_on_retry: i64,
+    pub runs: i64,
+}
+
+/// A case's passing time, in the older and the newer half of a window.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct SlowCase {
+    pub case_id: String,
+    pub attempts: i64,
+    pub mean_ms: f64,
+    pub max_ms: i64,
+    pub older_mean_ms: Option<f64>,
+    pub newer_mean_ms: Option<f64>,
+}
+
+/// Busy time per device over a window.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct DeviceBusy {
+    pub device_id: String,
+    pub attempts: i64,
+    pub busy_ms: i64,
 }

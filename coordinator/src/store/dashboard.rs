@@ -1,0 +1,153 @@
+//! What the dashboard reads: runs filtered and paged, a run's attempts, a
+//! case's history across runs, the cases that cost retries, the slowest
+//! cases, and how busy each device was. Indexes carry these (migration
+//! 0003), not caches.
+
+use super::{AttemptDetail, CaseAttempt, DeviceBusy, FlakyCase, RunFilter, RunRow, SlowCase, Store, StoreError};
+
+impl Store {
+    /// Runs newest first, filtered; `limit + 1` rows are asked for, so that
+    /// the caller knows whether there is a next page.
+    pub async fn runs_page(&self, filter: &RunFilter, offset: u32, limit: u32) -> Result<Vec<RunRow>, StoreError> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        let mut numbers: Vec<i64> = Vec::new();
+        for (column, value) in [("project", &filter.project), ("branch", &filter.branch), ("platform", &filter.platform)]
+        {
+            if let Some(value) = value.as_ref().filter(|v| !v.is_empty()) {
+                texts.push(value.clone());
+                clauses.push(format!("{column} = ${}", texts.len()));
+            }
+        }
+        match filter.result.as_deref() {
+            None | Some("") => {}
+            Some("running") => clauses.push("finished_at IS NULL".into()),
+            Some(result) => {
+                texts.push(result.to_owned());
+                clauses.push(format!("result = ${}", texts.len()));
+            }
+        }
+        // Numbers are bound after the texts: their placeholders follow.
+        let mut number = |value: i64, clause: &str, numbers: &mut Vec<i64>| {
+            numbers.push(value);
+            clauses.push(format!("{clause} ${}", texts.len() + numbers.len()));
+        };
+        if let Some(from) = filter.from {
+            number(from, "started_at >=", &mut numbers);
+        }
+        if let Some(to) = filter.to {
+            number(to, "started_at <", &mut numbers);
+        }
+        let filters = if clauses.is_empty() { String::new() } else { format!(" WHERE {}", clauses.join(" AND ")) };
+        let at = texts.len() + numbers.len();
+        let sql = format!(
+            "{}{filters} ORDER BY started_at DESC, id DESC LIMIT ${} OFFSET ${}",
+            run_select!(),
+            at + 1,
+            at + 2
+        );
+        // Built from constants, column names chosen above and numbered placeholders.
+        let mut query = sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(sql));
+        for text in texts {
+            query = query.bind(text);
+        }
+        for value in numbers {
+            query = query.bind(value);
+        }
+        Ok(query.bind(i64::from(limit) + 1).bind(i64::from(offset)).fetch_all(&self.pool).await?)
+    }
+
+    /// Every attempt of a run, in the order they started.
+    pub async fn run_attempts(&self, run_id: &str) -> Result<Vec<AttemptDetail>, StoreError> {
+        Ok(sqlx::query_as::<_, AttemptDetail>(
+            "SELECT case_id, attempt, try_no, state, device_id, worker_id, platform, result, infrastructure, error, \
+             started_at, finished_at, ms, run_case_json FROM attempts WHERE run_id = $1 \
+             ORDER BY started_at IS NULL, started_at, case_id, attempt, try_no",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// How many attempts of a run have finished, for live progress.
+    pub async fn finished_attempts(&self, run_id: &str) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM attempts WHERE run_id = $1 AND state = 'done' AND infrastructure = 0",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// A case's finished attempts in a project, newest first.
+    pub async fn case_history(&self, project: &str, case_id: &str, limit: u32) -> Result<Vec<CaseAttempt>, StoreError> {
+        Ok(sqlx::query_as::<_, CaseAttempt>(
+            "SELECT a.run_id, r.branch, r.started_at AS run_started_at, a.attempt, a.result, a.infrastructure, \
+             a.device_id, a.platform, a.ms, a.finished_at, a.error FROM attempts a JOIN runs r ON r.id = a.run_id \
+             WHERE a.case_id = $1 AND r.project = $2 AND a.state = 'done' \
+             ORDER BY a.finished_at DESC LIMIT $3",
+        )
+        .bind(case_id)
+        .bind(project)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Cases that cost retries in a project's runs since `since`, most first.
+    pub async fn flaky_cases(&self, project: &str, since: i64, limit: u32) -> Result<Vec<FlakyCase>, StoreError> {
+        Ok(sqlx::query_as::<_, FlakyCase>(
+            "SELECT a.case_id, COUNT(*) AS retries, \
+             SUM(CASE WHEN a.result = 'passed' THEN 1 ELSE 0 END) AS passed_on_retry, \
+             COUNT(DISTINCT a.run_id) AS runs \
+             FROM attempts a JOIN runs r ON r.id = a.run_id \
+             WHERE r.project = $1 AND r.started_at >= $2 AND a.attempt > 1 AND a.state = 'done' \
+             AND a.infrastructure = 0 GROUP BY a.case_id ORDER BY retries DESC, a.case_id LIMIT $3",
+        )
+        .bind(project)
+        .bind(since)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The slowest passing cases of a project since `since`, with their mean
+    /// time in the older and the newer half of the window.
+    pub async fn slow_cases(&self, project: &str, since: i64, now: i64, limit: u32) -> Result<Vec<SlowCase>, StoreError> {
+        let middle = since + (now - since) / 2;
+        Ok(sqlx::query_as::<_, SlowCase>(
+            "SELECT a.case_id, COUNT(*) AS attempts, CAST(AVG(a.ms) AS DOUBLE PRECISION) AS mean_ms, \
+             MAX(a.ms) AS max_ms, \
+             CAST(AVG(CASE WHEN a.finished_at < $3 THEN a.ms END) AS DOUBLE PRECISION) AS older_mean_ms, \
+             CAST(AVG(CASE WHEN a.finished_at >= $3 THEN a.ms END) AS DOUBLE PRECISION) AS newer_mean_ms \
+             FROM attempts a JOIN runs r ON r.id = a.run_id \
+             WHERE r.project = $1 AND r.started_at >= $2 AND a.result = 'passed' \
+             GROUP BY a.case_id ORDER BY mean_ms DESC, a.case_id LIMIT $4",
+        )
+        .bind(project)
+        .bind(since)
+        .bind(middle)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Busy time per device since `since`: its utilisation.
+    pub async fn device_busy(&self, since: i64) -> Result<Vec<DeviceBusy>, StoreError> {
+        Ok(sqlx::query_as::<_, DeviceBusy>(
+            "SELECT device_id, COUNT(*) AS attempts, CAST(SUM(finished_at - started_at) AS BIGINT) AS busy_ms \
+             FROM attempts WHERE device_id IS NOT NULL AND finished_at >= $1 AND started_at IS NOT NULL \
+             GROUP BY device_id ORDER BY device_id",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The projects that have runs, for the filters.
+    pub async fn projects(&self) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar::<_, String>("SELECT DISTINCT project FROM runs ORDER BY project")
+            .fetch_all(&self.pool)
+            .await?)
+    }
+}
