@@ -135,6 +135,8 @@ struct Device {
     caps: Capabilities,
     lease: Option<String>,
     quarantine: Option<String>,
+    /// When `info.state` last changed (epoch ms).
+    state_since: i64,
     infra_failures: u32,
     /// Cases that failed here since this device last passed one, and then
     /// passed on another device: the device, not the case, is suspect.
@@ -503,8 +505,12 @@ impl Core {
             lease: None,
             quarantine: None,
             failed_but_passed_elsewhere: Vec::new(),
+            state_since: now_ms(),
             infra_failures: 0,
         });
+        if entry.info.state != info.state {
+            entry.state_since = now_ms();
+        }
         entry.caps = Capabilities { platform, labels, app, quarantined: entry.quarantine.is_some() };
         entry.info = info;
         entry.worker = worker.to_owned();
@@ -1251,6 +1257,7 @@ impl Core {
                     .and_then(|l| self.leases.get(l))
                     .map(|l| l.case_id.clone())
                     .unwrap_or_default(),
+                state_since_unix_ms: d.state_since,
             })
             .collect();
         devices.sort_by(|a, b| a.id.cmp(&b.id));

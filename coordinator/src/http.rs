@@ -1,5 +1,5 @@
-//! The coordinator's HTTP port, beside gRPC: `/metrics` for Prometheus and
-//! `/healthz` for load balancers and compose files.
+//! The coordinator's HTTP port, beside gRPC: the dashboard and its API,
+//! `/metrics` for Prometheus and `/healthz` for load balancers.
 
 use std::sync::Arc;
 
@@ -12,15 +12,21 @@ use tokio::sync::oneshot;
 
 use crate::core::{Command, Handle};
 use crate::metrics::Metrics;
+use crate::store::Store;
 
 #[derive(Clone)]
 pub struct HttpState {
     pub handle: Handle,
     pub metrics: Arc<Metrics>,
+    pub store: Store,
 }
 
 pub fn router(state: HttpState) -> Router {
-    Router::new().route("/metrics", get(metrics)).route("/healthz", get(healthz)).with_state(state)
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .merge(crate::dashboard::routes())
+        .with_state(state)
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {

@@ -3,6 +3,7 @@
 //! the store before acting on it.
 
 pub mod core;
+pub mod dashboard;
 pub mod http;
 mod incoming;
 pub mod metrics;

@@ -221,7 +221,7 @@ pub async fn serve_with(
     let (handle, owner) = core::start(store.clone(), None, metrics.clone(), shutdown.clone()).await?;
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
-        let router = crate::http::router(HttpState { handle: handle.clone(), metrics });
+        let router = crate::http::router(HttpState { handle: handle.clone(), metrics, store: store.clone() });
         let stop = shutdown.clone();
         tokio::spawn(async move {
             let served = axum::serve(http, router).with_graceful_shutdown(stop.cancelled_owned()).await;

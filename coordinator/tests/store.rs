@@ -294,7 +294,8 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     assert!(store.case_history("other", "a", 10).await.unwrap().is_empty(), "per project");
 
     let flaky = store.flaky_cases("shop", 0, 10).await.unwrap();
-    let seen: Vec<(&str, i64, i64)> = flaky.iter().map(|f| (f.case_id.as_str(), f.retries, f.passed_on_retry)).collect();
+    let seen: Vec<(&str, i64, i64)> =
+        flaky.iter().map(|f| (f.case_id.as_str(), f.retries, f.passed_on_retry)).collect();
     assert_eq!(seen, [("a", 1, 0), ("b", 1, 1)]);
     let slow = store.slow_cases("shop", 0, 3_000, 10).await.unwrap();
     assert_eq!(slow[0].case_id, "b");

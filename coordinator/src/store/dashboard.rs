@@ -12,7 +12,8 @@ impl Store {
         let mut clauses: Vec<String> = Vec::new();
         let mut texts: Vec<String> = Vec::new();
         let mut numbers: Vec<i64> = Vec::new();
-        for (column, value) in [("project", &filter.project), ("branch", &filter.branch), ("platform", &filter.platform)]
+        for (column, value) in
+            [("project", &filter.project), ("branch", &filter.branch), ("platform", &filter.platform)]
         {
             if let Some(value) = value.as_ref().filter(|v| !v.is_empty()) {
                 texts.push(value.clone());
@@ -113,7 +114,13 @@ impl Store {
 
     /// The slowest passing cases of a project since `since`, with their mean
     /// time in the older and the newer half of the window.
-    pub async fn slow_cases(&self, project: &str, since: i64, now: i64, limit: u32) -> Result<Vec<SlowCase>, StoreError> {
+    pub async fn slow_cases(
+        &self,
+        project: &str,
+        since: i64,
+        now: i64,
+        limit: u32,
+    ) -> Result<Vec<SlowCase>, StoreError> {
         let middle = since + (now - since) / 2;
         Ok(sqlx::query_as::<_, SlowCase>(
             "SELECT a.case_id, COUNT(*) AS attempts, CAST(AVG(a.ms) AS DOUBLE PRECISION) AS mean_ms, \

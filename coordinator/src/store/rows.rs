@@ -173,7 +173,7 @@ pub struct CaseAttempt {
 }
 
 /// A case that cost retries: how often, and how often the retry passed.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct FlakyCase {
     pub case_id: String,
     pub retries: i64,
@@ -182,7 +182,7 @@ pub struct FlakyCase {
 }
 
 /// A case's passing time, in the older and the newer half of a window.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct SlowCase {
     pub case_id: String,
     pub attempts: i64,
@@ -193,7 +193,7 @@ pub struct SlowCase {
 }
 
 /// Busy time per device over a window.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct DeviceBusy {
     pub device_id: String,
     pub attempts: i64,

@@ -1,0 +1,315 @@
+//! `/api/v1/…`: everything the pages show, as JSON, for scripts.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::view::{CaseHistory, RunDetail, RunView, iso};
+use crate::core::Command;
+use crate::http::HttpState;
+use crate::store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
+
+/// A failed request: its status, and a message that names what was wrong.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NoRun(id) => ApiError(StatusCode::NOT_FOUND, format!("no run {id}")),
+            other => ApiError(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The runs list's query: what the filter form sends.
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+pub struct RunsQuery {
+    #[serde(default)]
+    pub project: String,
+    #[serde(default)]
+    pub branch: String,
+    #[serde(default)]
+    pub platform: String,
+    #[serde(default)]
+    pub result: String,
+    /// `YYYY-MM-DD`, inclusive.
+    #[serde(default)]
+    pub from: String,
+    /// `YYYY-MM-DD`, inclusive.
+    #[serde(default)]
+    pub to: String,
+    #[serde(default)]
+    pub page: Option<u32>,
+}
+
+const RESULTS: [&str; 4] = ["passed", "failed", "cancelled", "running"];
+pub const PER_PAGE: u32 = 50;
+
+impl RunsQuery {
+    pub fn filter(&self) -> Result<RunFilter, ApiError> {
+        let day = |name: &str, text: &str, next: bool| -> Result<Option<i64>, ApiError> {
+            if text.is_empty() {
+                return Ok(None);
+            }
+            let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").map_err(|_| {
+                ApiError(StatusCode::BAD_REQUEST, format!("{name}: {text:?} is not a date (YYYY-MM-DD)"))
+            })?;
+            let date = if next { date.succ_opt().unwrap_or(date) } else { date };
+            Ok(date.and_hms_opt(0, 0, 0).map(|t| t.and_utc().timestamp_millis()))
+        };
+        if !self.result.is_empty() && !RESULTS.contains(&self.result.as_str()) {
+            return Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("result: {:?} is not one of {}", self.result, RESULTS.join(", ")),
+            ));
+        }
+        let text = |value: &str| (!value.is_empty()).then(|| value.to_owned());
+        Ok(RunFilter {
+            project: text(&self.project),
+            branch: text(&self.branch),
+            platform: text(&self.platform),
+            result: text(&self.result),
+            from: day("from", &self.from, false)?,
+            to: day("to", &self.to, true)?,
+        })
+    }
+
+    pub fn page(&self) -> u32 {
+        self.page.unwrap_or(1).max(1)
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunsPage {
+    pub runs: Vec<RunView>,
+    pub page: u32,
+    pub more: bool,
+}
+
+pub async fn runs_page(state: &HttpState, query: &RunsQuery) -> Result<RunsPage, ApiError> {
+    let filter = query.filter()?;
+    let page = query.page();
+    let mut rows = state.store.runs_page(&filter, (page - 1) * PER_PAGE, PER_PAGE).await?;
+    let more = rows.len() > PER_PAGE as usize;
+    rows.truncate(PER_PAGE as usize);
+    let mut runs: Vec<RunView> = rows.into_iter().map(RunView::new).collect();
+    for run in runs.iter_mut().filter(|r| r.result == "running") {
+        run.finished_attempts = Some(state.store.finished_attempts(&run.id).await?);
+        run.cases = Some(state.store.run_cases(&run.id).await?.len() as i64);
+    }
+    Ok(RunsPage { runs, page, more })
+}
+
+pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>) -> Result<Json<RunsPage>, ApiError> {
+    Ok(Json(runs_page(&state, &query).await?))
+}
+
+pub async fn run_detail(state: &HttpState, id: &str) -> Result<RunDetail, ApiError> {
+    let run = state.store.get_run(id).await?;
+    let attempts = state.store.run_attempts(id).await?;
+    let mut view = RunView::new(run);
+    if view.result == "running" {
+        view.finished_attempts = Some(state.store.finished_attempts(id).await?);
+    }
+    Ok(RunDetail::new(view, attempts))
+}
+
+pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
+    Ok(Json(run_detail(&state, &id).await?))
+}
+
+/// The run directory's `cases.jsonl`, one line per attempt.
+pub async fn cases_jsonl(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    state.store.get_run(&id).await?;
+    let mut body = state.store.run_lines(&id).await?.join("\n");
+    body.push('\n');
+    Ok(download(&format!("{id}-cases.jsonl"), "application/x-ndjson", body))
+}
+
+/// The run directory's `run.json`.
+pub async fn run_json(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let run = state.store.get_run(&id).await?;
+    Ok(download(&format!("{id}-run.json"), "application/json", run.manifest_json))
+}
+
+pub async fn junit(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let run = state.store.get_run(&id).await?;
+    let lines: Vec<argus_proto::run::RunCase> =
+        state.store.run_lines(&id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let xml = argus_cases::report::junit(&run.project, &lines);
+    Ok(download(&format!("{id}-junit.xml"), "application/xml", xml))
+}
+
+fn download(name: &str, content_type: &'static str, body: String) -> Response {
+    let disposition = format!("attachment; filename=\"{name}\"");
+    ([(header::CONTENT_TYPE, content_type.to_owned()), (header::CONTENT_DISPOSITION, disposition)], body)
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ProjectQuery {
+    #[serde(default)]
+    pub project: String,
+    /// How far back, in days (flaky and slow).
+    pub days: Option<u32>,
+}
+
+pub async fn case_history(state: &HttpState, project: &str, case_id: &str) -> Result<CaseHistory, ApiError> {
+    if project.is_empty() {
+        return Err(ApiError(StatusCode::BAD_REQUEST, "project: give the case's project (?project=…)".into()));
+    }
+    let rows = state.store.case_history(project, case_id, 200).await?;
+    if rows.is_empty() {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no attempts of {case_id} in project {project}")));
+    }
+    Ok(CaseHistory::new(project.to_owned(), case_id.to_owned(), rows))
+}
+
+pub async fn case(
+    State(state): State<HttpState>,
+    Path(case_id): Path<String>,
+    Query(query): Query<ProjectQuery>,
+) -> Result<Json<CaseHistory>, ApiError> {
+    Ok(Json(case_history(&state, &query.project, &case_id).await?))
+}
+
+#[derive(Debug, Serialize)]
+pub struct FlakyAndSlow {
+    pub project: String,
+    pub days: u32,
+    pub flaky: Vec<FlakyCase>,
+    pub slow: Vec<SlowCase>,
+}
+
+pub async fn flaky_and_slow(state: &HttpState, query: &ProjectQuery) -> Result<FlakyAndSlow, ApiError> {
+    let project = if query.project.is_empty() {
+        state.store.projects().await?.into_iter().next().unwrap_or_default()
+    } else {
+        query.project.clone()
+    };
+    let days = query.days.unwrap_or(14).clamp(1, 365);
+    let now = now_ms();
+    let since = now - i64::from(days) * 86_400_000;
+    Ok(FlakyAndSlow {
+        flaky: state.store.flaky_cases(&project, since, 50).await?,
+        slow: state.store.slow_cases(&project, since, now, 50).await?,
+        project,
+        days,
+    })
+}
+
+pub async fn flaky(
+    State(state): State<HttpState>,
+    Query(query): Query<ProjectQuery>,
+) -> Result<Json<FlakyAndSlow>, ApiError> {
+    Ok(Json(flaky_and_slow(&state, &query).await?))
+}
+
+#[derive(Debug, Serialize)]
+pub struct FleetView {
+    pub workers: Vec<WorkerView>,
+    pub devices: Vec<DeviceView>,
+    /// Utilisation is measured over this window.
+    pub window_ms: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WorkerView {
+    pub id: String,
+    pub hostname: String,
+    pub draining: bool,
+    pub last_seen: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeviceView {
+    pub id: String,
+    pub worker: String,
+    pub platform: String,
+    /// idle, busy, quarantined, disconnected, …
+    pub state: String,
+    pub since: String,
+    pub app: Option<String>,
+    pub app_version: Option<String>,
+    pub agent_version: Option<String>,
+    pub running_case: Option<String>,
+    pub quarantine_reason: Option<String>,
+    /// Busy share of the window, 0 to 1.
+    pub utilisation: f64,
+}
+
+pub const FLEET_WINDOW_MS: i64 = 3_600_000;
+
+pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
+    let (reply, answer) = oneshot::channel();
+    let stopped = || ApiError(StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down".into());
+    state.handle.send(Command::Fleet { reply }).await.map_err(|_| stopped())?;
+    let fleet = answer.await.map_err(|_| stopped())?;
+    let busy: Vec<DeviceBusy> = state.store.device_busy(now_ms() - FLEET_WINDOW_MS).await?;
+    let workers = fleet
+        .workers
+        .into_iter()
+        .map(|w| WorkerView {
+            id: w.id,
+            hostname: w.hostname,
+            draining: w.draining,
+            last_seen: iso(w.last_seen_unix_ms),
+        })
+        .collect();
+    let devices = fleet
+        .devices
+        .into_iter()
+        .map(|d| {
+            let info = d.device.unwrap_or_default();
+            let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
+            let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);
+            let state = if d.quarantined {
+                "quarantined".to_owned()
+            } else if !d.running_case.is_empty() {
+                "busy".to_owned()
+            } else {
+                argus_proto::grpc::device_state_name(info.state)
+            };
+            let busy_ms = busy.iter().find(|b| b.device_id == d.id).map_or(0, |b| b.busy_ms);
+            DeviceView {
+                platform: info.platform,
+                state,
+                since: iso(d.state_since_unix_ms),
+                app: text(&hello["app"]["name"]),
+                app_version: text(&hello["app"]["version"]),
+                agent_version: text(&hello["agentVersion"]),
+                running_case: (!d.running_case.is_empty()).then_some(d.running_case),
+                quarantine_reason: d.quarantined.then_some(d.quarantine_reason),
+                utilisation: (busy_ms as f64 / FLEET_WINDOW_MS as f64).min(1.0),
+                id: d.id,
+                worker: d.worker,
+            }
+        })
+        .collect();
+    Ok(FleetView { workers, devices, window_ms: FLEET_WINDOW_MS })
+}
+
+pub async fn fleet(State(state): State<HttpState>) -> Result<Json<FleetView>, ApiError> {
+    Ok(Json(fleet_view(&state).await?))
+}
+
+pub async fn projects(State(state): State<HttpState>) -> Result<Json<Vec<String>>, ApiError> {
+    Ok(Json(state.store.projects().await?))
+}

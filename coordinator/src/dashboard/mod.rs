@@ -1,0 +1,45 @@
+//! The dashboard, served on the coordinator's HTTP port from the same store:
+//! pages for people (runs, a run, a case, flaky and slow cases, the fleet)
+//! and `/api/v1/` for scripts. No build step: templates are compiled in,
+//! and the CSS and the one script are embedded.
+
+mod api;
+mod pages;
+mod svg;
+pub mod view;
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::http::HttpState;
+
+const CSS: &str = include_str!("../../../dashboard/static/argus.css");
+const SCRIPT: &str = include_str!("../../../dashboard/static/live.js");
+
+pub fn routes() -> Router<HttpState> {
+    Router::new()
+        .route("/", get(pages::runs))
+        .route("/runs/{id}", get(pages::run))
+        .route("/cases/{case}", get(pages::case))
+        .route("/flaky", get(pages::flaky))
+        .route("/fleet", get(pages::fleet))
+        .route(
+            "/static/argus.css",
+            get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response() }),
+        )
+        .route(
+            "/static/live.js",
+            get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT).into_response() }),
+        )
+        .route("/api/v1/runs", get(api::runs))
+        .route("/api/v1/runs/{id}", get(api::run))
+        .route("/api/v1/runs/{id}/run.json", get(api::run_json))
+        .route("/api/v1/runs/{id}/cases.jsonl", get(api::cases_jsonl))
+        .route("/api/v1/runs/{id}/junit.xml", get(api::junit))
+        .route("/api/v1/cases/{case}", get(api::case))
+        .route("/api/v1/flaky", get(api::flaky))
+        .route("/api/v1/fleet", get(api::fleet))
+        .route("/api/v1/projects", get(api::projects))
+}

@@ -1,0 +1,135 @@
+//! The pages, rendered here from the same views the API serves. Templates
+//! are in `dashboard/templates/`; askama escapes everything they print.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+
+use super::api::{self, ApiError, FlakyAndSlow, FleetView, ProjectQuery, RunsPage, RunsQuery};
+use super::svg::{TREND_HEIGHT, Timeline, Trend, WIDTH};
+use super::view::{CaseHistory, RunDetail};
+use crate::http::HttpState;
+
+#[derive(Template)]
+#[template(path = "runs.html")]
+struct RunsTemplate {
+    query: RunsQuery,
+    projects: Vec<String>,
+    page: RunsPage,
+    error: Option<String>,
+    prev_query: String,
+    next_query: String,
+}
+
+#[derive(Template)]
+#[template(path = "run.html")]
+struct RunTemplate {
+    detail: RunDetail,
+    timeline: Timeline,
+    svg_width: f64,
+}
+
+#[derive(Template)]
+#[template(path = "case.html")]
+struct CaseTemplate {
+    history: CaseHistory,
+    trend: Trend,
+    svg_width: f64,
+    trend_height: f64,
+}
+
+#[derive(Template)]
+#[template(path = "flaky.html")]
+struct FlakyTemplate {
+    report: FlakyAndSlow,
+    projects: Vec<String>,
+}
+
+#[derive(Template)]
+#[template(path = "fleet.html")]
+struct FleetTemplate {
+    fleet: FleetView,
+}
+
+fn render(template: impl Template) -> Response {
+    match template.render() {
+        Ok(html) => Html(html).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the page: {error}")).into_response(),
+    }
+}
+
+/// An error as a page of its own.
+fn error_page(error: ApiError) -> Response {
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><link rel=stylesheet href=/static/argus.css><main><h1>{}</h1><p class=error>{}</p><p><a href=/>Runs</a></p></main>",
+        error.0,
+        escape(&error.1)
+    );
+    (error.0, Html(body)).into_response()
+}
+
+fn escape(text: &str) -> String {
+    askama::filters::escape(text, askama::filters::Html).map(|e| e.to_string()).unwrap_or_default()
+}
+
+fn with_page(query: &RunsQuery, page: u32) -> String {
+    let query = RunsQuery { page: Some(page), ..query.clone() };
+    serde_urlencoded::to_string(&query).unwrap_or_default()
+}
+
+pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>) -> Response {
+    let projects = state.store.projects().await.unwrap_or_default();
+    // A bad filter shows the form again with the message, not an error page.
+    let (page, error) = match api::runs_page(&state, &query).await {
+        Ok(page) => (page, None),
+        Err(error) if error.0 == StatusCode::BAD_REQUEST => {
+            (RunsPage { runs: Vec::new(), page: 1, more: false }, Some(error.1))
+        }
+        Err(error) => return error_page(error),
+    };
+    let (prev_query, next_query) = (with_page(&query, page.page.saturating_sub(1)), with_page(&query, page.page + 1));
+    let status = if error.is_some() { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+    let mut response = render(RunsTemplate { query, projects, page, error, prev_query, next_query });
+    *response.status_mut() = status;
+    response
+}
+
+pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+    match api::run_detail(&state, &id).await {
+        Ok(detail) => {
+            let timeline = Timeline::new(&detail, api::now_ms());
+            render(RunTemplate { detail, timeline, svg_width: WIDTH })
+        }
+        Err(error) => error_page(error),
+    }
+}
+
+pub async fn case(
+    State(state): State<HttpState>,
+    Path(case_id): Path<String>,
+    Query(query): Query<ProjectQuery>,
+) -> Response {
+    match api::case_history(&state, &query.project, &case_id).await {
+        Ok(history) => {
+            let trend = Trend::new(&history.attempts);
+            render(CaseTemplate { history, trend, svg_width: WIDTH, trend_height: TREND_HEIGHT })
+        }
+        Err(error) => error_page(error),
+    }
+}
+
+pub async fn flaky(State(state): State<HttpState>, Query(query): Query<ProjectQuery>) -> Response {
+    let projects = state.store.projects().await.unwrap_or_default();
+    match api::flaky_and_slow(&state, &query).await {
+        Ok(report) => render(FlakyTemplate { report, projects }),
+        Err(error) => error_page(error),
+    }
+}
+
+pub async fn fleet(State(state): State<HttpState>) -> Response {
+    match api::fleet_view(&state).await {
+        Ok(fleet) => render(FleetTemplate { fleet }),
+        Err(error) => error_page(error),
+    }
+}

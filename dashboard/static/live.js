@@ -1,0 +1,88 @@
+// Live parts of the dashboard: the fleet table and the progress of runs
+// that are going. Text goes in with textContent only: nothing from the
+// server is ever parsed as HTML.
+"use strict";
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  if (className) {
+    const badge = document.createElement("span");
+    badge.className = "badge " + className;
+    badge.textContent = text;
+    td.appendChild(badge);
+  } else {
+    td.textContent = text;
+  }
+  row.appendChild(td);
+  return td;
+}
+
+function fleetRow(device) {
+  const row = document.createElement("tr");
+  row.dataset.device = device.id;
+  row.className = device.state;
+  cell(row, device.id);
+  const state = cell(row, device.state, device.state);
+  if (device.quarantine_reason) {
+    const reason = document.createElement("small");
+    reason.className = "reason";
+    reason.textContent = " " + device.quarantine_reason;
+    state.appendChild(reason);
+  }
+  cell(row, device.since);
+  cell(row, device.platform);
+  cell(row, ((device.app || "—") + " " + (device.app_version || "")).trim());
+  cell(row, device.agent_version || "");
+  cell(row, device.running_case || "");
+  const meter = document.createElement("meter");
+  meter.min = 0;
+  meter.max = 1;
+  meter.value = device.utilisation;
+  cell(row, "").appendChild(meter);
+  return row;
+}
+
+async function refreshFleet(table) {
+  try {
+    const response = await fetch(table.dataset.live, { headers: { accept: "application/json" } });
+    if (!response.ok) return;
+    const fleet = await response.json();
+    const body = document.createElement("tbody");
+    fleet.devices.forEach((device) => body.appendChild(fleetRow(device)));
+    table.replaceChild(body, table.tBodies[0]);
+  } catch (error) {
+    // The coordinator may be restarting: try again at the next tick.
+  }
+}
+
+async function refreshRuns() {
+  const cells = document.querySelectorAll("[data-progress]");
+  const going = Array.from(cells).filter((c) => c.closest("tr").classList.contains("running"));
+  if (going.length === 0) return;
+  try {
+    const response = await fetch("/api/v1/runs?result=running", { headers: { accept: "application/json" } });
+    if (!response.ok) return;
+    const page = await response.json();
+    const running = new Map(page.runs.map((run) => [run.id, run]));
+    for (const progress of going) {
+      const run = running.get(progress.dataset.progress);
+      if (run) {
+        progress.textContent = (run.finished_attempts || 0) + " of " + (run.cases || 0) + " done";
+      } else {
+        // It finished: show its totals.
+        window.location.reload();
+        return;
+      }
+    }
+  } catch (error) {
+    // Try again at the next tick.
+  }
+}
+
+const fleet = document.getElementById("fleet");
+if (fleet) {
+  setInterval(() => refreshFleet(fleet), 1000);
+}
+if (document.getElementById("runs")) {
+  setInterval(refreshRuns, 2000);
+}
