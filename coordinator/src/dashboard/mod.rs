@@ -17,6 +17,7 @@ use crate::http::HttpState;
 
 const CSS: &str = include_str!("../../../dashboard/static/argus.css");
 const SCRIPT: &str = include_str!("../../../dashboard/static/live.js");
+const ICON: &str = include_str!("../../../dashboard/static/favicon.svg");
 
 pub fn routes() -> Router<HttpState> {
     Router::new()
@@ -32,6 +33,10 @@ pub fn routes() -> Router<HttpState> {
         .route(
             "/static/live.js",
             get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT).into_response() }),
+        )
+        .route(
+            "/static/favicon.svg",
+            get(|| async { ([(header::CONTENT_TYPE, "image/svg+xml")], ICON).into_response() }),
         )
         .route("/api/v1/runs", get(api::runs))
         .route("/api/v1/runs/{id}", get(api::run))

@@ -62,7 +62,7 @@ fn render(template: impl Template) -> Response {
 /// An error as a page of its own.
 fn error_page(error: ApiError) -> Response {
     let body = format!(
-        "<!doctype html><meta charset=utf-8><link rel=stylesheet href=/static/argus.css><main><h1>{}</h1><p class=error>{}</p><p><a href=/>Runs</a></p></main>",
+        "<!doctype html><meta charset=utf-8><link rel=stylesheet href=/static/argus.css><link rel=icon href=/static/favicon.svg><main><h1>{}</h1><p class=error>{}</p><p><a href=/>Runs</a></p></main>",
         error.0,
         escape(&error.1)
     );

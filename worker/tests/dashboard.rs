@@ -1,0 +1,196 @@
+//! The dashboard in a real headless browser (Debian's chromium through
+//! chromedriver, driven over WebDriver): a grid on SQLite with two simulated
+//! devices, a passing run on main and a failing one on a branch.
+//!
+//! chromedriver must be on the PATH (`.ci/run` installs it); without it the
+//! test says NOT RUN, and under `CI=true` it fails.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use argus_coordinator::store::Store;
+use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
+use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use common::{Sim, free_port};
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+struct Chromedriver(Child);
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// chromedriver on a free port, and a headless browser session through it.
+async fn browser() -> Option<(Chromedriver, Client)> {
+    let port = free_port();
+    let child = match Command::new("chromedriver").arg(format!("--port={port}")).stdout(Stdio::null()).spawn() {
+        Ok(child) => Chromedriver(child),
+        Err(error) => {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "chromedriver must be installed under CI: {error}");
+            eprintln!(
+                "NOT RUN: the dashboard browser test needs chromedriver and chromium ({error}); .ci/run installs them"
+            );
+            return None;
+        }
+    };
+    let capabilities = json!({
+        "goog:chromeOptions": {
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"]
+        },
+        "goog:loggingPrefs": { "browser": "ALL" }
+    });
+    let Value::Object(capabilities) = capabilities else { unreachable!() };
+    let mut builder = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
+    builder.capabilities(capabilities);
+    for _ in 0..100 {
+        if let Ok(client) = builder.connect(&format!("http://127.0.0.1:{port}")).await {
+            return Some((child, client));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver did not start a session on port {port}");
+}
+
+/// chromedriver's browser log: what the page's console printed.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(r#"{"type":"browser"}"#.to_owned()))
+    }
+}
+
+async fn console_errors(client: &Client) -> Vec<String> {
+    let log = client.issue_cmd(BrowserLog).await.unwrap();
+    log.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["level"] == "SEVERE")
+        .map(|entry| entry["message"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+async fn text_of(client: &Client, css: &str) -> String {
+    client.find(Locator::Css(css)).await.unwrap().text().await.unwrap()
+}
+
+async fn submit_and_wait(url: &str, branch: &str, source: &str) -> String {
+    let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
+    let request = grpc::SubmitRequest {
+        cases: vec![grpc::CaseFile { path: "cases/shop.md".into(), source: source.into() }],
+        project: "shop".into(),
+        branch: branch.into(),
+        commit: "0123456789abcdef".into(),
+        retries: 0,
+        ..Default::default()
+    };
+    let run_id = runs.submit(request).await.unwrap().into_inner().run_id;
+    let mut updates = runs.watch(grpc::WatchRequest { run_id: run_id.clone() }).await.unwrap().into_inner();
+    while let Some(update) = updates.message().await.unwrap() {
+        if let Some(run_update::Kind::RunFinished(_)) = update.kind {
+            break;
+        }
+    }
+    run_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the_fleet_live() {
+    let Some((_driver, client)) = browser().await else { return };
+    let db = std::env::temp_dir().join(format!("argus-dashboard-{}-{}.db", std::process::id(), free_port()));
+    let store = Store::open(&format!("sqlite:{}", db.display())).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web = format!("http://{}", http.local_addr().unwrap());
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let ports = [free_port(), free_port()];
+    let config = WorkerConfig {
+        coordinator: url.clone(),
+        name: "mac".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        tls_ca: None,
+        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+    };
+    tokio::spawn(link::run(config, cancel.clone()));
+    let sims: Vec<Sim> = ports.iter().map(|p| Sim::start(*p, None)).collect();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    let green = "---\nid: home\nmatrix: { n: [1, 2, 3] }\n---\nsteps:\n  - app.see: \"#title\"\n";
+    let red = "---\nid: checkout\ntitle: Pay <script>alert(1)</script>\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.see: { text: Order placed, timeoutMs: 200 }\n";
+    submit_and_wait(&url, "main", green).await;
+    let failing = submit_and_wait(&url, "feature/pay", red).await;
+
+    // The runs list, then filtered to failures.
+    client.goto(&format!("{web}/")).await.unwrap();
+    assert_eq!(client.find_all(Locator::Css("#runs tbody tr")).await.unwrap().len(), 2);
+    let result = client.find(Locator::Css("select[name=result]")).await.unwrap();
+    result.select_by_value("failed").await.unwrap();
+    client.find(Locator::Css("#filters button[type=submit]")).await.unwrap().click().await.unwrap();
+    client
+        .wait()
+        .for_url(&url::Url::parse(&format!("{web}/?project=&branch=&platform=&result=failed&from=&to=")).unwrap())
+        .await
+        .unwrap();
+    let rows = client.find_all(Locator::Css("#runs tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].text().await.unwrap().contains("feature/pay"));
+    client.find(Locator::Css("input[name=branch]")).await.unwrap().send_keys("main").await.unwrap();
+    client.find(Locator::Css("#filters button[type=submit]")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("p.empty")).await.unwrap();
+
+    // The failing run: its failed step, its evidence, and the title escaped.
+    client.goto(&format!("{web}/runs/{failing}")).await.unwrap();
+    let step = text_of(&client, ".case.failed .failed-step").await;
+    assert!(step.contains("Failed at app.see text: Order placed"), "{step}");
+    let screen = text_of(&client, ".case.failed pre.screen").await;
+    assert!(screen.contains("Feed"), "the screen it failed on: {screen}");
+    assert!(text_of(&client, ".case.failed h3 small").await.contains("<script>"), "the title is shown as text");
+    let alerts = client.execute("return document.querySelectorAll('h3 small script').length", vec![]).await.unwrap();
+    assert_eq!(alerts, json!(0), "nothing the user wrote becomes markup");
+    assert_eq!(client.find_all(Locator::Css("figure.timeline rect.bar")).await.unwrap().len(), 1);
+
+    // The fleet: a device whose app goes away turns disconnected, live.
+    client.goto(&format!("{web}/fleet")).await.unwrap();
+    assert_eq!(client.find_all(Locator::Css("#fleet tbody tr.idle")).await.unwrap().len(), 2);
+    client.execute("window.notReloaded = true", vec![]).await.unwrap();
+    sims[0].stop();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let disconnected = client.find_all(Locator::Css("#fleet tbody tr.disconnected")).await.unwrap();
+        if disconnected.len() == 1 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the fleet view never showed the device disconnected");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(client.execute("return window.notReloaded === true", vec![]).await.unwrap(), json!(true));
+
+    for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet"] {
+        client.goto(&format!("{web}{page}")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let errors = console_errors(&client).await;
+        assert!(errors.is_empty(), "{page}: console errors {errors:?}");
+    }
+    client.close().await.unwrap();
+    let _ = std::fs::remove_file(db);
+}
