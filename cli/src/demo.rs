@@ -41,6 +41,9 @@ pub struct DemoArgs {
     /// The coordinator's gRPC address.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: std::net::SocketAddr,
+    /// The dashboard's address.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    http: std::net::SocketAddr,
 }
 
 fn free_port() -> Result<u16, String> {
@@ -84,7 +87,13 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         Ok(addr) => format!("http://{addr}"),
         Err(error) => return failed(error),
     };
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    let http = match tokio::net::TcpListener::bind(args.http).await {
+        Ok(listener) => listener,
+        Err(error) => return failed(format!("cannot listen on {}: {error}", args.http)),
+    };
+    let dashboard = http.local_addr().map(|a| format!("http://{a}/")).unwrap_or_default();
+    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
 
     // Eight devices: four iOS-like, four Android-like, each app on its own port.
     let mut slots = Vec::new();
@@ -112,6 +121,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         }
     }
     println!("argus demo: coordinator {url}, 8 simulated devices (4 ios, 4 android), state in {}", state.display());
+    println!("dashboard: {dashboard}");
     if let Err(error) = wait_for_devices(&Target::plain(&url), slots.len(), std::time::Duration::from_secs(20)).await {
         return failed(error);
     }
@@ -136,7 +146,8 @@ pub async fn run(args: DemoArgs) -> ExitCode {
     if args.exit {
         return code;
     }
-    println!("serving until Ctrl-C; try: argus devices --coordinator {url}   argus runs --coordinator {url}");
+    println!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
+    println!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
     cancel.cancelled().await;
     code
 }
