@@ -297,6 +297,11 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     let seen: Vec<(&str, i64, i64)> =
         flaky.iter().map(|f| (f.case_id.as_str(), f.retries, f.passed_on_retry)).collect();
     assert_eq!(seen, [("a", 1, 0), ("b", 1, 1)]);
+    // a passed in r1 and failed in r2 (r3 is still going).
+    store.set_case_result("r1", "a", "passed").await.unwrap();
+    store.set_case_result("r2", "a", "failed").await.unwrap();
+    store.set_case_result("r1", "b", "passed").await.unwrap();
+    assert_eq!(store.flipping_cases("shop", 0, 10).await.unwrap(), [("a".to_owned(), 1)]);
     let slow = store.slow_cases("shop", 0, 3_000, 10).await.unwrap();
     assert_eq!(slow[0].case_id, "b");
     assert_eq!((slow[0].mean_ms, slow[0].max_ms), (800.0, 800));

@@ -74,6 +74,20 @@ impl WebDriverCompatibleCommand for BrowserLog {
     }
 }
 
+/// A Chrome DevTools command, through chromedriver.
+#[derive(Debug)]
+struct DevTools(Value);
+
+impl WebDriverCompatibleCommand for DevTools {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(self.0.to_string()))
+    }
+}
+
 async fn console_errors(client: &Client) -> Vec<String> {
     let log = client.issue_cmd(BrowserLog).await.unwrap();
     log.as_array()
@@ -184,6 +198,22 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(client.execute("return window.notReloaded === true", vec![]).await.unwrap(), json!(true));
+
+    // On a phone, in dark mode: nothing wider than the screen, dark colours.
+    client.set_window_size(390, 844).await.unwrap();
+    let dark = json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}});
+    client.issue_cmd(DevTools(dark)).await.unwrap();
+    for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet"] {
+        client.goto(&format!("{web}{page}")).await.unwrap();
+        let fits = client
+            .execute("return document.documentElement.scrollWidth <= window.innerWidth + 1", vec![])
+            .await
+            .unwrap();
+        assert_eq!(fits, json!(true), "{page} is wider than a phone");
+        let background =
+            client.execute("return getComputedStyle(document.body).backgroundColor", vec![]).await.unwrap();
+        assert_eq!(background, json!("rgb(20, 22, 27)"), "{page} in dark mode");
+    }
 
     for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet"] {
         client.goto(&format!("{web}{page}")).await.unwrap();

@@ -195,7 +195,15 @@ pub struct FlakyAndSlow {
     pub project: String,
     pub days: u32,
     pub flaky: Vec<FlakyCase>,
+    /// Cases whose final result flipped between consecutive runs, and how often.
+    pub flipping: Vec<Flipping>,
     pub slow: Vec<SlowCase>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Flipping {
+    pub case_id: String,
+    pub flips: i64,
 }
 
 pub async fn flaky_and_slow(state: &HttpState, query: &ProjectQuery) -> Result<FlakyAndSlow, ApiError> {
@@ -209,6 +217,13 @@ pub async fn flaky_and_slow(state: &HttpState, query: &ProjectQuery) -> Result<F
     let since = now - i64::from(days) * 86_400_000;
     Ok(FlakyAndSlow {
         flaky: state.store.flaky_cases(&project, since, 50).await?,
+        flipping: state
+            .store
+            .flipping_cases(&project, since, 50)
+            .await?
+            .into_iter()
+            .map(|(case_id, flips)| Flipping { case_id, flips })
+            .collect(),
         slow: state.store.slow_cases(&project, since, now, 50).await?,
         project,
         days,

@@ -112,6 +112,30 @@ impl Store {
         .await?)
     }
 
+    /// How often each case's final result flipped between consecutive runs
+    /// of a project since `since` (passed, then failed, or back).
+    pub async fn flipping_cases(
+        &self,
+        project: &str,
+        since: i64,
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as::<_, (String, i64)>(
+            "SELECT case_id, CAST(SUM(CASE WHEN previous <> final_result THEN 1 ELSE 0 END) AS BIGINT) AS flips \
+             FROM (SELECT c.case_id, c.final_result, \
+                   LAG(c.final_result) OVER (PARTITION BY c.case_id ORDER BY r.started_at) AS previous \
+                   FROM cases c JOIN runs r ON r.id = c.run_id \
+                   WHERE r.project = $1 AND r.started_at >= $2 AND c.final_result IN ('passed', 'failed')) AS t \
+             GROUP BY case_id HAVING SUM(CASE WHEN previous <> final_result THEN 1 ELSE 0 END) > 0 \
+             ORDER BY flips DESC, case_id LIMIT $3",
+        )
+        .bind(project)
+        .bind(since)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// The slowest passing cases of a project since `since`, with their mean
     /// time in the older and the newer half of the window.
     pub async fn slow_cases(
