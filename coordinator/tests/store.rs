@@ -305,7 +305,9 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     let slow = store.slow_cases("shop", 0, 3_000, 10).await.unwrap();
     assert_eq!(slow[0].case_id, "b");
     assert_eq!((slow[0].mean_ms, slow[0].max_ms), (800.0, 800));
-    let busy = store.device_busy(0).await.unwrap();
-    assert_eq!((busy[0].device_id.as_str(), busy[0].attempts), ("w1/8123", 5));
+    let busy = store.device_busy(0, 2_000).await.unwrap();
+    let seen: Vec<(i64, i64)> = busy.iter().map(|b| (b.bucket, b.attempts)).collect();
+    assert_eq!(seen, [(0, 3), (1, 2)], "finished at 1,100-1,300 and 2,100-2,200, in 2-second buckets");
+    assert!(busy.iter().all(|b| b.device_id == "w1/8123"));
     assert_eq!(store.projects().await.unwrap(), ["shop"]);
 }

@@ -17,6 +17,23 @@ function cell(row, text, className) {
   return td;
 }
 
+// Busy share per five minutes over the last hour, as the page draws it.
+function spark(shares) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("viewBox", "0 0 48 16");
+  shares.forEach((share, index) => {
+    const bar = document.createElementNS(ns, "rect");
+    bar.setAttribute("x", index * 4);
+    bar.setAttribute("y", 16 - share * 16);
+    bar.setAttribute("width", 3);
+    bar.setAttribute("height", share * 16);
+    svg.appendChild(bar);
+  });
+  return svg;
+}
+
 function fleetRow(device) {
   const row = document.createElement("tr");
   row.dataset.device = device.id;
@@ -34,11 +51,12 @@ function fleetRow(device) {
   cell(row, ((device.app || "—") + " " + (device.app_version || "")).trim());
   cell(row, device.agent_version || "");
   cell(row, device.running_case || "");
-  const meter = document.createElement("meter");
-  meter.min = 0;
-  meter.max = 1;
-  meter.value = device.utilisation;
-  cell(row, "").appendChild(meter);
+  const td = cell(row, "");
+  td.appendChild(spark(device.recent));
+  const share = document.createElement("span");
+  share.className = "share";
+  share.textContent = " " + Math.round(device.utilisation * 100) + "%";
+  td.appendChild(share);
   return row;
 }
 

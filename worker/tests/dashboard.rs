@@ -198,6 +198,8 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(client.execute("return window.notReloaded === true", vec![]).await.unwrap(), json!(true));
+    let bars = client.find_all(Locator::Css("#fleet tbody svg.spark rect")).await.unwrap();
+    assert_eq!(bars.len(), 24, "each device's last hour, in twelve bars");
 
     // On a phone, in dark mode: nothing wider than the screen, dark colours.
     client.set_window_size(390, 844).await.unwrap();

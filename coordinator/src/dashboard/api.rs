@@ -268,16 +268,20 @@ pub struct DeviceView {
     pub quarantine_reason: Option<String>,
     /// Busy share of the window, 0 to 1.
     pub utilisation: f64,
+    /// Busy share of each bucket of the window, oldest first.
+    pub recent: Vec<f64>,
 }
 
 pub const FLEET_WINDOW_MS: i64 = 3_600_000;
+pub const FLEET_BUCKETS: i64 = 12;
 
 pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
     let (reply, answer) = oneshot::channel();
     let stopped = || ApiError(StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down".into());
     state.handle.send(Command::Fleet { reply }).await.map_err(|_| stopped())?;
     let fleet = answer.await.map_err(|_| stopped())?;
-    let busy: Vec<DeviceBusy> = state.store.device_busy(now_ms() - FLEET_WINDOW_MS).await?;
+    let bucket_ms = FLEET_WINDOW_MS / FLEET_BUCKETS;
+    let busy: Vec<DeviceBusy> = state.store.device_busy(now_ms() - FLEET_WINDOW_MS, bucket_ms).await?;
     let workers = fleet
         .workers
         .into_iter()
@@ -302,7 +306,13 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
             } else {
                 argus_proto::grpc::device_state_name(info.state)
             };
-            let busy_ms = busy.iter().find(|b| b.device_id == d.id).map_or(0, |b| b.busy_ms);
+            let mut recent = vec![0.0; FLEET_BUCKETS as usize];
+            for b in busy.iter().filter(|b| b.device_id == d.id) {
+                if let Some(share) = usize::try_from(b.bucket).ok().and_then(|i| recent.get_mut(i)) {
+                    *share = (b.busy_ms as f64 / bucket_ms as f64).min(1.0);
+                }
+            }
+            let busy_ms: i64 = busy.iter().filter(|b| b.device_id == d.id).map(|b| b.busy_ms).sum();
             DeviceView {
                 platform: info.platform,
                 state,
@@ -313,6 +323,7 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
                 running_case: (!d.running_case.is_empty()).then_some(d.running_case),
                 quarantine_reason: d.quarantined.then_some(d.quarantine_reason),
                 utilisation: (busy_ms as f64 / FLEET_WINDOW_MS as f64).min(1.0),
+                recent,
                 id: d.id,
                 worker: d.worker,
             }

@@ -163,14 +163,17 @@ impl Store {
         .await?)
     }
 
-    /// Busy time per device since `since`: its utilisation.
-    pub async fn device_busy(&self, since: i64) -> Result<Vec<DeviceBusy>, StoreError> {
+    /// Busy time per device since `since`, in buckets of `bucket_ms`
+    /// (by when each attempt finished): utilisation over time.
+    pub async fn device_busy(&self, since: i64, bucket_ms: i64) -> Result<Vec<DeviceBusy>, StoreError> {
         Ok(sqlx::query_as::<_, DeviceBusy>(
-            "SELECT device_id, COUNT(*) AS attempts, CAST(SUM(finished_at - started_at) AS BIGINT) AS busy_ms \
+            "SELECT device_id, CAST((finished_at - $1) / $2 AS BIGINT) AS bucket, COUNT(*) AS attempts, \
+             CAST(SUM(finished_at - started_at) AS BIGINT) AS busy_ms \
              FROM attempts WHERE device_id IS NOT NULL AND finished_at >= $1 AND started_at IS NOT NULL \
-             GROUP BY device_id ORDER BY device_id",
+             GROUP BY device_id, CAST((finished_at - $1) / $2 AS BIGINT) ORDER BY device_id, bucket",
         )
         .bind(since)
+        .bind(bucket_ms)
         .fetch_all(&self.pool)
         .await?)
     }

@@ -192,10 +192,12 @@ pub struct SlowCase {
     pub newer_mean_ms: Option<f64>,
 }
 
-/// Busy time per device over a window.
+/// Busy time of a device in one bucket of a window.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct DeviceBusy {
     pub device_id: String,
+    /// Which bucket of the window, from 0.
+    pub bucket: i64,
     pub attempts: i64,
     pub busy_ms: i64,
 }
