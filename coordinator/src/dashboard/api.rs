@@ -1,7 +1,5 @@
 //! `/api/v1/…`: everything the pages show, as JSON, for scripts.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
@@ -12,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::view::{CaseHistory, RunDetail, RunView, iso};
 use crate::core::Command;
+use crate::core::now_ms;
 use crate::http::HttpState;
 use crate::store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
 
@@ -32,10 +31,6 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(json!({ "error": self.1 }))).into_response()
     }
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The runs list's query: what the filter form sends.

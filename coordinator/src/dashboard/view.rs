@@ -162,11 +162,12 @@ impl RunDetail {
     pub fn new(run: RunView, attempts: Vec<AttemptDetail>) -> Self {
         let mut cases: Vec<CaseView> = Vec::new();
         for row in attempts {
-            let attempt = AttemptView::new(row.clone());
-            match cases.iter_mut().find(|c| c.id == row.case_id) {
+            let case_id = row.case_id.clone();
+            let attempt = AttemptView::new(row);
+            match cases.iter_mut().find(|c| c.id == case_id) {
                 Some(case) => case.attempts.push(attempt),
                 None => cases.push(CaseView {
-                    id: row.case_id.clone(),
+                    id: case_id,
                     title: attempt.line.as_ref().and_then(|l| l.title.clone()),
                     result: String::new(),
                     attempts: vec![attempt],
