@@ -120,6 +120,19 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     std::fs::remove_dir_all(project).unwrap();
 }
 
+/// Waits until the coordinator at `url` lists `count` idle devices.
+fn wait_for_devices(url: &str, count: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listing = text(&Command::new(ARGUS).args(["devices", "--coordinator", url]).output().unwrap());
+        if listing.lines().filter(|l| l.contains(" idle ")).count() >= count {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{count} devices never came up: {listing}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 fn spawn(args: &[&str], cwd: &std::path::Path) -> Child {
     Command::new(ARGUS).current_dir(cwd).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()
 }
@@ -155,7 +168,7 @@ fn a_restarted_coordinator_takes_its_runs_up_again() {
     let _worker =
         Killed(spawn(&["worker", "--coordinator", &url, "--ports", &format!("{},{}", ports[0], ports[1])], &dir));
     let _sims = Sims::start(&ports);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_for_devices(&url, 2);
     let client = spawn(&["run", "--coordinator", &url], &dir);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     // The coordinator dies mid-run, and comes back on the same database.
@@ -272,7 +285,7 @@ fn a_run_is_one_trace_from_the_client_through_the_coordinator_and_workers_to_the
     let ports = [free_port(), free_port()];
     let worker = traced(&["worker", "--coordinator", &url, "--ports", &format!("{},{}", ports[0], ports[1])]);
     let sims = Sims::start(&ports);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait_for_devices(&url, 2);
     let run = traced(&["run", "--coordinator", &url]).wait_with_output().unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
     terminate(worker);
