@@ -87,24 +87,58 @@ pub fn discover(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<V
 /// Parses and checks every file; all problems, or every case in order.
 pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<Case>, Vec<CaseError>> {
     let files = discover(paths, config, cwd)?;
-    let mut cases = Vec::new();
+    let mut sources = Vec::new();
     let mut errors = Vec::new();
     for path in &files {
         let file = shown(path, cwd);
-        let text = match std::fs::read(path) {
+        match std::fs::read(path) {
             Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => text,
-                Err(e) => {
-                    errors.push(CaseError::new(&file, None, format!("not UTF-8: {e}")));
-                    continue;
-                }
+                Ok(text) => sources.push((file, text)),
+                Err(e) => errors.push(CaseError::new(&file, None, format!("not UTF-8: {e}"))),
             },
-            Err(e) => {
-                errors.push(CaseError::new(&file, None, e.to_string()));
-                continue;
-            }
-        };
-        match parse_case(&text, &file) {
+            Err(e) => errors.push(CaseError::new(&file, None, e.to_string())),
+        }
+    }
+    let shown_dir = shown(&config.dir, cwd);
+    match check_sources(&sources, config, &shown_dir) {
+        Ok(cases) if errors.is_empty() => Ok(cases),
+        Ok(_) => Err(errors),
+        Err(more) => {
+            errors.extend(more);
+            Err(errors)
+        }
+    }
+}
+
+/// The largest case file a suite may carry.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
+/// Parses and checks a suite given as `(path, text)` pairs, the way it
+/// travels to the grid: every problem, or every case in order. `suite` names
+/// the suite in problems that belong to no one file. The coordinator checks
+/// what it is sent with this, so a client that skipped the check (or is not
+/// `argus run`) is refused the same way.
+pub fn check_sources(
+    files: &[(String, String)],
+    config: &CasesConfig,
+    suite: &str,
+) -> Result<Vec<Case>, Vec<CaseError>> {
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    for (file, text) in files {
+        if let Some(problem) = path_problem(file) {
+            errors.push(CaseError::new(file.escape_debug().to_string(), None, problem));
+            continue;
+        }
+        if text.len() > MAX_FILE_BYTES {
+            errors.push(CaseError::new(
+                file,
+                None,
+                format!("{} bytes; a case file may have {MAX_FILE_BYTES}", text.len()),
+            ));
+            continue;
+        }
+        match parse_case(text, file) {
             Ok(parsed) => cases.extend(parsed),
             Err(e) => errors.push(e),
         }
@@ -123,13 +157,31 @@ pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<C
         }
     }
     if cases.len() > MAX_SUITE_CASES {
-        errors.push(CaseError::new(
-            shown(&config.dir, cwd),
-            None,
-            format!("{} cases; a suite may have {MAX_SUITE_CASES}", cases.len()),
-        ));
+        errors.push(CaseError::new(suite, None, format!("{} cases; a suite may have {MAX_SUITE_CASES}", cases.len())));
     }
     if errors.is_empty() { Ok(cases) } else { Err(errors) }
+}
+
+/// What is wrong with a case file's path as a suite names it: it must stay
+/// inside the suite (relative, no `..`), since the run directory and the
+/// dashboard show it and a worker may resolve flows against it.
+pub fn path_problem(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return Some("a case file needs a path".into());
+    }
+    if path.chars().any(char::is_control) {
+        return Some("a case file's path may not hold control characters".into());
+    }
+    let as_path = Path::new(path);
+    if as_path.is_absolute() || path.starts_with('/') || path.starts_with('\\') {
+        return Some("a case file's path must be relative to where the run started".into());
+    }
+    if as_path.components().any(|c| matches!(c, std::path::Component::ParentDir))
+        || path.split(['/', '\\']).any(|part| part == "..")
+    {
+        return Some("a case file's path may not climb out of the suite with `..`".into());
+    }
+    None
 }
 
 fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
@@ -241,6 +293,40 @@ mod tests {
             std::fs::write(path, text).unwrap();
         }
         root
+    }
+
+    #[test]
+    fn a_suite_sent_as_text_is_checked_like_one_on_disk() {
+        let config = CasesConfig::defaults(Path::new("/project"));
+        let files = |path: &str, text: &str| vec![(path.to_owned(), text.to_owned())];
+        let ok = check_sources(&files("cases/a.md", "---\nid: a\n---\nsteps:\n  - app.back\n"), &config, "cases");
+        assert_eq!(ok.unwrap()[0].id, "a");
+        let errors = |path: &str, text: &str| -> Vec<String> {
+            check_sources(&files(path, text), &config, "cases").unwrap_err().iter().map(ToString::to_string).collect()
+        };
+        assert_eq!(
+            errors("cases/x.md", "---\nid: x\n---\nsteps:\n  - app.teleport: on\n"),
+            [
+                "cases/x.md:5: app.teleport is not a step: lynkeus has no command teleport, and the project declares no macro for it"
+            ]
+        );
+        assert_eq!(
+            errors("../../../../etc/x.md", "---\nid: x\n---\nsteps: []\n"),
+            ["../../../../etc/x.md: a case file's path may not climb out of the suite with `..`"]
+        );
+        assert_eq!(
+            errors("/etc/x.md", "---\nid: x\n---\nsteps: []\n"),
+            ["/etc/x.md: a case file's path must be relative to where the run started"]
+        );
+        assert_eq!(
+            errors("cases/a\u{0}.md", ""),
+            ["cases/a\\0.md: a case file's path may not hold control characters"]
+        );
+        let big = "#".repeat(MAX_FILE_BYTES + 1);
+        assert_eq!(
+            errors("cases/big.md", &big),
+            [format!("cases/big.md: {} bytes; a case file may have {MAX_FILE_BYTES}", big.len())]
+        );
     }
 
     #[test]

@@ -140,8 +140,10 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         commit: String::new(),
         trigger: "argus demo".into(),
         priority: 1,
+        detach: false,
     };
-    let code = execute(&Target::plain(&url), request, Some(&out), Some(&out.join("junit.xml"))).await;
+    let code =
+        execute(&Target::plain(&url), request, Some(&out), Some(&out.join("junit.xml")), &Default::default()).await;
     println!("run directory: {}", out.display());
     if args.exit {
         return code;

@@ -69,6 +69,10 @@ pub struct CoordinatorArgs {
     /// The certificate's private key (PEM).
     #[arg(long, env = "ARGUS_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Cancel a run (not submitted with --detach) when no client has
+    /// watched it for this many seconds.
+    #[arg(long, env = "ARGUS_CLIENT_GRACE", default_value_t = 60, value_name = "SECONDS")]
+    client_grace: u64,
 }
 
 #[derive(clap::Args, Clone)]
@@ -245,7 +249,11 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
     eprintln!("argus coordinator: gRPC on {scheme}://{}, metrics on http://{}/metrics", args.listen, args.http);
-    let options = argus_coordinator::Options { tokens: args.tokens.tokens(), http: Some(http), tls };
+    let core = argus_coordinator::core::CoreConfig {
+        client_grace: Duration::from_secs(args.client_grace),
+        ..Default::default()
+    };
+    let options = argus_coordinator::Options { tokens: args.tokens.tokens(), http: Some(http), tls, core };
     match argus_coordinator::serve_with(listener, store, options, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),

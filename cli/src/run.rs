@@ -46,9 +46,22 @@ pub struct RunArgs {
     /// No retries.
     #[arg(long, conflicts_with = "retries")]
     once: bool,
-    /// This run's share of the fleet against other runs.
+    /// This run's share of the fleet against other runs (1-100).
     #[arg(long, default_value_t = 1)]
     priority: u32,
+    /// Submit the run and return: it goes on without this client (a run
+    /// that is not detached is cancelled when its client goes away).
+    #[arg(long)]
+    detach: bool,
+    /// If the coordinator stops answering, dial it again for this long (in
+    /// seconds) and resume watching where the run was.
+    #[arg(long, env = "ARGUS_RECONNECT_FOR", default_value_t = 120.0, value_name = "SECONDS")]
+    reconnect_for: f64,
+    /// When no device can take the run's cases (all matching devices
+    /// quarantined, drained or gone), wait this long (in seconds) for one,
+    /// then cancel the run and exit 2.
+    #[arg(long, env = "ARGUS_WAIT_FOR_DEVICES", default_value_t = 300.0, value_name = "SECONDS")]
+    wait_for_devices: f64,
     #[arg(long, env = "ARGUS_PROJECT")]
     project: Option<String>,
     #[command(flatten)]
@@ -137,7 +150,16 @@ pub async fn run(args: RunArgs) -> ExitCode {
             .map(|id| format!("github run {id}"))
             .unwrap_or_else(|_| "argus run".into()),
         priority: args.priority,
+        detach: args.detach,
     };
+    let seconds = |value: f64, flag: &str| {
+        Duration::try_from_secs_f64(value).map_err(|_| format!("{flag} takes a number of seconds, not {value}"))
+    };
+    let watch =
+        match (seconds(args.reconnect_for, "--reconnect-for"), seconds(args.wait_for_devices, "--wait-for-devices")) {
+            (Ok(reconnect_for), Ok(wait_for_devices)) => WatchOptions { reconnect_for, wait_for_devices },
+            (Err(error), _) | (_, Err(error)) => return usage(error),
+        };
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     let url = match (&args.coordinator, &args.slots.ports) {
@@ -164,7 +186,48 @@ pub async fn run(args: RunArgs) -> ExitCode {
         (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
     };
     let target = Target { url, token: args.token.clone(), ca: args.tls_ca.clone() };
-    execute(&target, request, args.output.out.as_deref(), args.output.junit.as_deref()).await
+    execute(&target, request, args.output.out.as_deref(), args.output.junit.as_deref(), &watch).await
+}
+
+/// How `argus run` rides out a lost coordinator and a fleet with no device.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    pub reconnect_for: Duration,
+    pub wait_for_devices: Duration,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        Self { reconnect_for: Duration::from_secs(120), wait_for_devices: Duration::from_secs(300) }
+    }
+}
+
+/// What stops a watching client from outside: Ctrl-C, SIGTERM (what CI
+/// sends on a timeout or a cancelled job), SIGHUP (a closed terminal).
+/// Resolves to the signal's exit code.
+async fn stop_signal() -> u8 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let wait = |kind: SignalKind| async move {
+            match signal(kind) {
+                Ok(mut stream) => {
+                    stream.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => 130,
+            _ = wait(SignalKind::terminate()) => 143,
+            _ = wait(SignalKind::hangup()) => 129,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        130
+    }
 }
 
 /// Waits until `count` devices have an app attached.
@@ -198,11 +261,13 @@ pub async fn execute(
     request: grpc::SubmitRequest,
     out: Option<&std::path::Path>,
     junit_path: Option<&std::path::Path>,
+    options: &WatchOptions,
 ) -> ExitCode {
     let mut client = match channel(target).await {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return usage(error),
     };
+    let detach = request.detach;
     // The run's root span: the coordinator's run span, its leases and the
     // workers' attempts join it through the request's metadata.
     let span = tracing::info_span!("argus run", project = %request.project, files = request.cases.len());
@@ -213,10 +278,13 @@ pub async fn execute(
         Err(status) => return usage(status.message()),
     };
     println!("run {}: {} cases", submitted.run_id, submitted.case_ids.len());
-    let mut updates = match client.watch(grpc::WatchRequest { run_id: submitted.run_id.clone() }).await {
-        Ok(stream) => stream.into_inner(),
-        Err(status) => return usage(status.message()),
-    };
+    if detach {
+        println!("detached: the run goes on without this client");
+        if !submitted.dashboard_url.is_empty() {
+            println!("{}", submitted.dashboard_url);
+        }
+        return ExitCode::SUCCESS;
+    }
     // The run directory starts with the run: `run.json` now, lines as they come.
     let mut run_dir = match out {
         Some(dir) => match RunDir::create(dir, argus_cases::runner::iso_now()) {
@@ -226,72 +294,136 @@ pub async fn execute(
         None => None,
     };
     let mut lines: Vec<RunCase> = Vec::new();
-    let mut manifest: Option<RunManifest> = None;
     let mut progress = Progress::new(submitted.case_ids.len());
-    let interrupted = tokio::signal::ctrl_c();
-    tokio::pin!(interrupted);
-    loop {
-        let update = tokio::select! {
-            update = updates.message() => update.transpose(),
-            _ = &mut interrupted => {
-                progress.clear();
-                eprintln!("argus run: interrupted; cancelling run {}", submitted.run_id);
-                let _ = client.cancel(grpc::CancelRequest { run_id: submitted.run_id.clone() }).await;
-                return ExitCode::from(130);
-            }
+    let run_id = submitted.run_id.clone();
+    let signal = stop_signal();
+    tokio::pin!(signal);
+    // The last update of the run's record this client has: a watch that is
+    // lost resumes after it, so nothing is missed or written twice.
+    let mut last_seq = 0u64;
+    let mut waiting_since: Option<(tokio::time::Instant, String)> = None;
+    let manifest: RunManifest = 'watching: loop {
+        let mut updates = match watch_again(&mut client, &run_id, last_seq, options, &mut signal).await {
+            Ok(updates) => updates,
+            Err(Stop::Signal(code)) => return cancel_and_exit(&mut client, &run_id, &mut progress, code).await,
+            Err(Stop::Failed(message)) => return usage(message),
         };
-        let Some(update) = update else { break };
-        let update = match update {
-            Ok(update) => update,
-            Err(status) => return usage(format!("the coordinator stopped answering: {}", status.message())),
-        };
-        match update.kind {
-            Some(run_update::Kind::Started(started)) => {
-                let device = started.device.map(|d| d.id).unwrap_or_default();
-                progress.started(&device, &started.case_id);
-            }
-            Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
-                let device = finished.device.map(|d| d.id).unwrap_or_default();
-                let note: serde_json::Value = serde_json::from_str(&finished.run_case_json).unwrap_or_default();
-                progress.ended(&device, None);
-                progress.clear();
-                println!(
-                    "↻ {} on {device}: {} (it runs again)",
-                    note["id"].as_str().unwrap_or("?"),
-                    note["infrastructure"].as_str().unwrap_or("")
-                );
-            }
-            Some(run_update::Kind::Finished(finished)) => {
-                let Ok(line) = serde_json::from_str::<RunCase>(&finished.run_case_json) else { continue };
-                let device = finished.device.map(|d| d.id).unwrap_or_default();
-                progress.ended(&device, Some(line.result));
-                progress.clear();
-                print_line(&line, &device);
-                if let Some(dir) = run_dir.as_mut()
-                    && let Err(error) = dir.add(&line)
-                {
-                    return usage(error);
+        loop {
+            let give_up = waiting_since.as_ref().map(|(since, _)| *since + options.wait_for_devices);
+            let update = tokio::select! {
+                update = updates.message() => update,
+                code = &mut signal => return cancel_and_exit(&mut client, &run_id, &mut progress, code).await,
+                _ = async { match give_up { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
+                    let reason = waiting_since.map(|(_, reason)| reason).unwrap_or_default();
+                    progress.clear();
+                    eprintln!(
+                        "argus run: no device could take the run's cases for {} s: {reason}; cancelling run {run_id}",
+                        options.wait_for_devices.as_secs()
+                    );
+                    let _ = client.cancel(grpc::CancelRequest { run_id: run_id.clone() }).await;
+                    return ExitCode::from(2);
                 }
-                lines.push(line);
+            };
+            let update = match update {
+                Ok(Some(update)) => update,
+                Ok(None) => {
+                    progress.clear();
+                    eprintln!("argus run: the coordinator ended the watch before the run finished; watching again");
+                    continue 'watching;
+                }
+                Err(status) if resumable(&status) => {
+                    progress.clear();
+                    eprintln!("argus run: lost the coordinator ({}); reconnecting", status.message());
+                    continue 'watching;
+                }
+                Err(status) => return usage(format!("the coordinator stopped the watch: {}", status.message())),
+            };
+            if update.seq != 0 {
+                if update.seq <= last_seq {
+                    // Seen before the watch was resumed.
+                    continue;
+                }
+                last_seq = update.seq;
             }
-            Some(run_update::Kind::RunFinished(finished)) => {
-                manifest = serde_json::from_str(&finished.manifest_json).ok();
-                break;
+            match update.kind {
+                Some(run_update::Kind::Started(started)) => {
+                    if waiting_since.take().is_some() {
+                        eprintln!("argus run: a device took the run's cases again");
+                    }
+                    let device = started.device.map(|d| d.id).unwrap_or_default();
+                    progress.started(&device, &started.case_id);
+                }
+                Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
+                    let device = finished.device.map(|d| d.id).unwrap_or_default();
+                    let note: serde_json::Value = serde_json::from_str(&finished.run_case_json).unwrap_or_default();
+                    progress.ended(&device, None);
+                    progress.clear();
+                    println!(
+                        "↻ {} on {device}: {} (it runs again)",
+                        note["id"].as_str().unwrap_or("?"),
+                        note["infrastructure"].as_str().unwrap_or("")
+                    );
+                }
+                Some(run_update::Kind::Finished(finished)) => {
+                    let line = match serde_json::from_str::<RunCase>(&finished.run_case_json) {
+                        Ok(line) => line,
+                        Err(error) => {
+                            return usage(format!("the coordinator sent a result that does not parse: {error}"));
+                        }
+                    };
+                    let device = finished.device.map(|d| d.id).unwrap_or_default();
+                    progress.ended(&device, Some(line.result));
+                    progress.clear();
+                    print_line(&line, &device);
+                    if let Some(dir) = run_dir.as_mut()
+                        && let Err(error) = dir.add(&line)
+                    {
+                        return usage(error);
+                    }
+                    lines.push(line);
+                }
+                Some(run_update::Kind::RunFinished(finished)) => match serde_json::from_str(&finished.manifest_json) {
+                    Ok(manifest) => break 'watching manifest,
+                    Err(error) => {
+                        return usage(format!("the coordinator sent a manifest that does not parse: {error}"));
+                    }
+                },
+                Some(run_update::Kind::Step(step)) => {
+                    let device = step.device.map(|d| d.id).unwrap_or_default();
+                    let label = serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json)
+                        .map(|s| s.step)
+                        .unwrap_or_default();
+                    progress.started(&device, &format!("{} › {label}", step.case_id));
+                }
+                Some(run_update::Kind::NoDevice(no)) if no.waiting => {
+                    progress.clear();
+                    let left = options.wait_for_devices.as_secs();
+                    eprintln!(
+                        "argus run: waiting: {}; cancelling in {left} s unless a device comes (--wait-for-devices)",
+                        no.message
+                    );
+                    let since = waiting_since.as_ref().map_or_else(tokio::time::Instant::now, |(since, _)| *since);
+                    waiting_since = Some((since, no.message));
+                }
+                Some(run_update::Kind::NoDevice(_)) if waiting_since.take().is_some() => {
+                    progress.clear();
+                    eprintln!("argus run: devices are back");
+                }
+                Some(run_update::Kind::NoDevice(_)) | None => {}
             }
-            Some(run_update::Kind::Step(step)) => {
-                let device = step.device.map(|d| d.id).unwrap_or_default();
-                let label = serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json)
-                    .map(|s| s.step)
-                    .unwrap_or_default();
-                progress.started(&device, &format!("{} › {label}", step.case_id));
-            }
-            Some(run_update::Kind::NoDevice(no)) => return usage(no.message),
-            None => {}
+            progress.show();
         }
-        progress.show();
-    }
+    };
     progress.clear();
-    let Some(manifest) = manifest else { return usage("the coordinator ended the stream before the run finished") };
+    if manifest.totals.is_none() {
+        // Cut short: by an operator, or because nobody could run it.
+        if let Some(dir) = run_dir.as_mut()
+            && let Err(error) = dir.finish_with(&manifest)
+        {
+            return usage(error);
+        }
+        return usage(format!("run {run_id} was cancelled before it finished"));
+    }
     if let Some(dir) = run_dir.as_mut()
         && let Err(error) = dir.finish_with(&manifest)
     {
@@ -318,6 +450,105 @@ pub async fn execute(
         println!("{}", submitted.dashboard_url);
     }
     if totals.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Why watching stopped before the run did.
+enum Stop {
+    Signal(u8),
+    Failed(String),
+}
+
+/// A status that a new watch may get past: the coordinator restarting, the
+/// network, a watch that fell behind.
+fn resumable(status: &tonic::Status) -> bool {
+    use tonic::Code;
+    matches!(
+        status.code(),
+        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled | Code::Aborted | Code::ResourceExhausted
+    ) || status.message().contains("h2 protocol error")
+}
+
+/// Watches the run after `last_seq`, dialing again with backoff (printed)
+/// for up to `options.reconnect_for`.
+async fn watch_again<S>(
+    client: &mut RunsClient<S>,
+    run_id: &str,
+    last_seq: u64,
+    options: &WatchOptions,
+    signal: &mut std::pin::Pin<&mut impl std::future::Future<Output = u8>>,
+) -> Result<tonic::Streaming<grpc::RunUpdate>, Stop>
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<tonic::codegen::StdError>,
+    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    use backon::BackoffBuilder;
+    let deadline = tokio::time::Instant::now() + options.reconnect_for;
+    let mut backoff = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    let mut tries = 0u32;
+    loop {
+        let request = grpc::WatchRequest { run_id: run_id.to_owned(), after_seq: last_seq };
+        let error = tokio::select! {
+            code = &mut *signal => return Err(Stop::Signal(code)),
+            watched = client.watch(request) => match watched {
+                Ok(stream) => {
+                    if tries > 0 {
+                        eprintln!("argus run: reconnected; resuming run {run_id} after update {last_seq}");
+                    }
+                    return Ok(stream.into_inner());
+                }
+                Err(status) if resumable(&status) => status.message().to_owned(),
+                Err(status) => return Err(Stop::Failed(status.message().to_owned())),
+            },
+        };
+        tries += 1;
+        let wait = backoff.next().unwrap_or(Duration::from_secs(5));
+        if tokio::time::Instant::now() + wait > deadline {
+            return Err(Stop::Failed(format!(
+                "the coordinator did not answer for {} s (--reconnect-for); run {run_id} goes on there, and is \
+                 cancelled if no client watches it: {error}",
+                options.reconnect_for.as_secs()
+            )));
+        }
+        if tries == 1 || tries.is_multiple_of(10) {
+            eprintln!(
+                "argus run: the coordinator does not answer ({error}); trying again for up to {} s",
+                deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs()
+            );
+        }
+        tokio::select! {
+            code = &mut *signal => return Err(Stop::Signal(code)),
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Stopped from outside: the run is cancelled (nobody would read it), and
+/// the exit code is the signal's.
+async fn cancel_and_exit<S>(client: &mut RunsClient<S>, run_id: &str, progress: &mut Progress, code: u8) -> ExitCode
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<tonic::codegen::StdError>,
+    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    progress.clear();
+    eprintln!("argus run: interrupted; cancelling run {run_id}");
+    let cancel = client.cancel(grpc::CancelRequest { run_id: run_id.to_owned() });
+    match tokio::time::timeout(Duration::from_secs(5), cancel).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(status)) => eprintln!("argus run: the coordinator did not cancel run {run_id}: {}", status.message()),
+        Err(_) => eprintln!(
+            "argus run: the coordinator did not answer the cancel; run {run_id} is cancelled when no client watches it"
+        ),
+    }
+    ExitCode::from(code)
 }
 
 fn print_line(line: &RunCase, device: &str) {

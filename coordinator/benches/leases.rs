@@ -26,6 +26,7 @@ fn new_run(id: &str) -> NewRun {
         config_json: "{}".into(),
         retries: 0,
         priority: 1,
+        detached: false,
         started_at: 0,
         manifest_json: "{}".into(),
         files: vec![("cases/bench.md".into(), String::new())],
@@ -68,6 +69,7 @@ fn outcome() -> AttemptOutcome {
         steps: (0..STEPS)
             .map(|i| StepRow { step: format!("app.press \"#b{i}\""), status: "passed".into(), ms: 12, error: None })
             .collect(),
+        seq: 1,
     }
 }
 

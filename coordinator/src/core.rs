@@ -16,11 +16,14 @@ use tracing::{info, warn};
 use crate::metrics::{Metrics, Snapshot};
 use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
 use crate::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store, StoreError};
+use crate::watch::{self, WatchStream, Watcher};
 
 /// How long a lease lives without a heartbeat.
 pub const LEASE_TTL: Duration = Duration::from_secs(20);
-/// How often workers send heartbeats.
+/// How often workers send heartbeats (told in `Registered`).
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A worker silent this long (two heartbeats) is taken for gone.
+pub const WORKER_SILENCE: Duration = Duration::from_secs(10);
 /// The expected duration of a case nothing is known about.
 pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
 /// How many recent passing attempts the expected duration is the median of.
@@ -81,15 +84,17 @@ pub enum Command {
         worker: String,
     },
     Submit {
-        request: grpc::SubmitRequest,
+        /// Checked by the gRPC handler ([`crate::submit::check`]).
+        suite: crate::submit::CheckedSuite,
         /// The client's trace context, from the request's metadata.
         traceparent: String,
         reply: oneshot::Sender<Result<grpc::SubmitResponse, CoreError>>,
     },
     Watch {
         run_id: String,
-        tx: mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>,
-        reply: oneshot::Sender<Result<(), CoreError>>,
+        /// Resume after this `seq` (0: from the start).
+        after_seq: u64,
+        reply: oneshot::Sender<Result<WatchStream, CoreError>>,
     },
     Fleet {
         reply: oneshot::Sender<grpc::ListFleetResponse>,
@@ -162,6 +167,9 @@ struct Lease {
     deadline: Instant,
     /// Open while the attempt runs; the worker's attempt span is its child.
     span: tracing::Span,
+    /// Being taken back: why, and the attempt's `seq`. Set when the store
+    /// could not be told; the sweep tries again with the same.
+    revoking: Option<(String, u64)>,
 }
 
 struct Case {
@@ -180,10 +188,20 @@ struct Run {
     sources: HashMap<String, String>,
     cases: HashMap<String, Case>,
     started_at: i64,
-    watchers: Vec<mpsc::Sender<Result<grpc::RunUpdate, tonic::Status>>>,
+    watchers: Vec<Watcher>,
+    /// Goes on without a client.
+    detached: bool,
+    /// Since when no client watches it (the run is cancelled past the
+    /// grace unless detached).
+    unwatched_since: Option<Instant>,
+    /// Why it waits, while no device could take its pending attempts.
+    waiting: Option<Waiting>,
     lines: Vec<RunCase>,
-    /// Attempts taken back from the infrastructure, replayed to late watchers.
-    taken_back: Vec<grpc::RunUpdate>,
+    /// Every finished attempt and attempt taken back, in `seq` order: what a
+    /// watcher that resumes after a `seq` is sent.
+    log: Vec<grpc::RunUpdate>,
+    /// The `seq` the next finished attempt gets.
+    next_seq: u64,
     /// Steps of attempts still running, replayed to late watchers.
     live_steps: Vec<grpc::StepFinished>,
     platform: Option<String>,
@@ -193,11 +211,48 @@ struct Run {
     span: tracing::Span,
 }
 
+/// A run with attempts no device can take, and why.
+#[derive(Debug, Clone, PartialEq)]
+struct Waiting {
+    message: String,
+    since_ms: i64,
+    /// The store has the message (the dashboard shows it).
+    stored: bool,
+}
+
+impl Run {
+    /// Sends an update to every watcher, forgetting those that went away or
+    /// fell behind (they were told, and watch again with their `seq`).
+    fn publish(&mut self, update: grpc::RunUpdate) {
+        self.watchers.retain_mut(|w| w.send(&update));
+        if update.seq != 0 {
+            self.log.push(update);
+        }
+    }
+
+    /// A `seq` for the next finished attempt.
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// The run's last update, once it has finished.
+    fn finished_update(&self) -> Option<grpc::RunUpdate> {
+        let manifest = self.finished.clone()?;
+        let seq = self.log.last().map_or(1, |u| u.seq + 1);
+        Some(watch::run_finished(seq, manifest))
+    }
+}
+
 /// A result on its way to the store.
 struct Finished {
     result: grpc::AttemptResult,
+    /// `None`: an infrastructure failure.
     line: Option<RunCase>,
     outcome: AttemptOutcome,
+    /// Its place in the run's updates.
+    seq: u64,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -215,8 +270,14 @@ struct Core {
     leases: HashMap<String, Lease>,
     runs: HashMap<String, Run>,
     pending: Vec<Pending<Key>>,
+    /// What the store failed to take, tried again at each sweep.
+    unrecorded: Vec<Finished>,
+    unqueued: Vec<(Key, Option<String>)>,
+    unsettled_cases: Vec<(String, String, CaseResult)>,
+    /// When workers were last sent a keepalive (epoch ms).
+    keepalive_at: i64,
     next_worker: u64,
-    dashboard_url: Option<String>,
+    config: CoreConfig,
     /// Set by whatever frees a device or queues work; the owner loop
     /// dispatches once after a burst of commands, so that their leases
     /// commit in one transaction.
@@ -224,11 +285,31 @@ struct Core {
     metrics: Arc<Metrics>,
 }
 
+/// How long a run may go without a client watching it before it is
+/// cancelled (unless submitted detached): long enough for `argus run` to
+/// ride out a coordinator restart or a network blip.
+pub const CLIENT_GRACE: Duration = Duration::from_secs(60);
+
+/// How the owner task behaves.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Where the dashboard is, for the links Submit answers.
+    pub dashboard_url: Option<String>,
+    /// See [`CLIENT_GRACE`].
+    pub client_grace: Duration,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self { dashboard_url: None, client_grace: CLIENT_GRACE }
+    }
+}
+
 /// Starts the owner task over `store`. Attempts that were leased when the
 /// last coordinator stopped are infrastructure failures, queued again.
 pub async fn start(
     store: Store,
-    dashboard_url: Option<String>,
+    config: CoreConfig,
     metrics: Arc<Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
@@ -239,8 +320,12 @@ pub async fn start(
         leases: HashMap::new(),
         runs: HashMap::new(),
         pending: Vec::new(),
+        unrecorded: Vec::new(),
+        unqueued: Vec::new(),
+        unsettled_cases: Vec::new(),
+        keepalive_at: 0,
         next_worker: 0,
-        dashboard_url,
+        config,
         dispatch_due: true,
         metrics,
     };
@@ -265,7 +350,7 @@ pub async fn start(
                     }
                     None => break,
                 },
-                _ = sweep.tick() => core.expire_leases().await,
+                _ = sweep.tick() => core.sweep().await,
             }
             if core.dispatch_due {
                 core.dispatch().await;
@@ -280,20 +365,16 @@ impl Core {
     /// leased when the last coordinator stopped are infrastructure failures
     /// and are queued again; pending ones wait for devices as before.
     async fn recover(&mut self) -> Result<(), CoreError> {
-        for row in self.store.open_attempts().await? {
-            if row.state == "leased"
-                && let Some(lease) = &row.lease_id
-            {
-                self.store.revoke_lease(lease, "the coordinator restarted", now_ms()).await?;
-                self.store
-                    .queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms())
-                    .await?;
-            }
-        }
         for row in self.store.open_runs().await? {
-            let selector: Selector = serde_json::from_str(&row.selector_json).unwrap_or_default();
+            let selector: Selector = serde_json::from_str(&row.selector_json).map_err(|e| {
+                CoreError::Invalid(format!(
+                    "run {} has a selector that does not parse ({e}): {}",
+                    row.id, row.selector_json
+                ))
+            })?;
             let lines: Vec<RunCase> =
                 self.store.run_lines(&row.id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            let log = watch::from_log(&self.store.run_log(&row.id).await?);
             let cases = self
                 .store
                 .run_cases(&row.id)
@@ -319,7 +400,12 @@ impl Core {
                 cases,
                 started_at: row.started_at,
                 watchers: Vec::new(),
-                taken_back: Vec::new(),
+                detached: row.detached != 0,
+                // Its client has the grace to come back.
+                unwatched_since: Some(Instant::now()),
+                waiting: None,
+                next_seq: log.last().map_or(1, |u| u.seq + 1),
+                log,
                 live_steps: Vec::new(),
                 platform: lines
                     .first()
@@ -331,6 +417,22 @@ impl Core {
             };
             info!(run = %row.id, "run taken up again after a restart");
             self.runs.insert(row.id, run);
+        }
+        const RESTARTED: &str = "the coordinator restarted";
+        for row in self.store.open_attempts().await? {
+            if row.state == "leased"
+                && let Some(lease) = &row.lease_id
+            {
+                let device = grpc::DeviceRef { id: row.device_id.clone().unwrap_or_default(), ..Default::default() };
+                let seq = self.runs.get_mut(&row.run_id).map_or(0, Run::take_seq);
+                self.store.revoke_lease(lease, RESTARTED, now_ms(), seq as i64).await?;
+                self.store
+                    .queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms())
+                    .await?;
+                if let Some(run) = self.runs.get_mut(&row.run_id) {
+                    run.publish(watch::taken_back(seq, &row.case_id, row.attempt as u32, RESTARTED, device));
+                }
+            }
         }
         for row in self.store.open_attempts().await? {
             if row.state == "pending" {
@@ -389,37 +491,12 @@ impl Core {
             }
             Command::WorkerMessage { worker, message } => self.on_worker_message(&worker, message).await,
             Command::WorkerGone { worker } => self.worker_gone(&worker).await,
-            Command::Submit { request, traceparent, reply } => {
-                let result = self.submit(request, &traceparent).await;
+            Command::Submit { suite, traceparent, reply } => {
+                let result = self.submit(suite, &traceparent).await;
                 let _ = reply.send(result);
             }
-            Command::Watch { run_id, tx, reply } => {
-                let result = match self.runs.get_mut(&run_id) {
-                    Some(run) => {
-                        for note in &run.taken_back {
-                            let _ = tx.try_send(Ok(note.clone()));
-                        }
-                        for step in &run.live_steps {
-                            let _ =
-                                tx.try_send(Ok(grpc::RunUpdate { kind: Some(run_update::Kind::Step(step.clone())) }));
-                        }
-                        for line in &run.lines {
-                            let _ = tx.try_send(Ok(finished_update(line)));
-                        }
-                        if let Some(manifest) = &run.finished {
-                            let _ = tx.try_send(Ok(grpc::RunUpdate {
-                                kind: Some(run_update::Kind::RunFinished(grpc::RunFinished {
-                                    manifest_json: manifest.clone(),
-                                })),
-                            }));
-                        } else {
-                            run.watchers.push(tx);
-                        }
-                        Ok(())
-                    }
-                    None => Err(CoreError::NoRun(run_id)),
-                };
-                let _ = reply.send(result);
+            Command::Watch { run_id, after_seq, reply } => {
+                let _ = reply.send(self.watch(&run_id, after_seq));
             }
             Command::Snapshot { reply } => {
                 let _ = reply.send(self.snapshot());
@@ -442,7 +519,7 @@ impl Core {
                 self.dispatch_due = true;
             }
             Command::Cancel { run_id, reply } => {
-                let result = self.cancel(&run_id).await;
+                let result = self.cancel(&run_id, "the run was cancelled by its client").await;
                 let _ = reply.send(result);
                 self.dispatch_due = true;
             }
@@ -459,6 +536,52 @@ impl Core {
                 let _ = reply.send(result);
             }
         }
+    }
+
+    /// A new watcher of a run: what it has not seen of the run's record
+    /// (after `after_seq`), then what is going on now (attempts running,
+    /// their steps so far, why the run waits), then, if the run is over,
+    /// its end.
+    fn watch(&mut self, run_id: &str, after_seq: u64) -> Result<WatchStream, CoreError> {
+        let running: Vec<grpc::RunUpdate> = self
+            .leases
+            .values()
+            .filter(|l| l.run_id == run_id)
+            .map(|l| grpc::RunUpdate {
+                kind: Some(run_update::Kind::Started(grpc::AttemptStarted {
+                    case_id: l.case_id.clone(),
+                    attempt: l.attempt,
+                    device: Some(self.device_ref(&l.device)),
+                })),
+                seq: 0,
+            })
+            .collect();
+        let Some(run) = self.runs.get_mut(run_id) else { return Err(CoreError::NoRun(run_id.to_owned())) };
+        let missed: Vec<&grpc::RunUpdate> = run.log.iter().filter(|u| u.seq > after_seq).collect();
+        let (mut watcher, stream) = Watcher::new(missed.len() + running.len() + run.live_steps.len() + 2);
+        for update in missed {
+            watcher.send(update);
+        }
+        for update in &running {
+            watcher.send(update);
+        }
+        for step in &run.live_steps {
+            watcher.send(&grpc::RunUpdate { kind: Some(run_update::Kind::Step(step.clone())), seq: 0 });
+        }
+        if let Some(waiting) = &run.waiting {
+            watcher.send(&no_device(waiting, true));
+        }
+        match run.finished_update() {
+            // The stream ends with the run's end.
+            Some(end) => {
+                watcher.send(&end);
+            }
+            None => {
+                run.watchers.push(watcher);
+                run.unwatched_since = None;
+            }
+        }
+        Ok(stream)
     }
 
     fn join(&mut self, register: grpc::Register, tx: WorkerTx) -> String {
@@ -518,9 +641,12 @@ impl Core {
 
     async fn on_worker_message(&mut self, worker: &str, message: grpc::WorkerMessage) {
         use argus_proto::grpc::worker_message::Kind;
-        if let Some(w) = self.workers.get_mut(worker) {
-            w.last_seen = now_ms();
-        }
+        let Some(w) = self.workers.get_mut(worker) else {
+            // A link already taken for gone (silent too long, replaced): what
+            // it still says is about devices and leases it no longer has.
+            return;
+        };
+        w.last_seen = now_ms();
         match message.kind {
             Some(Kind::Device(update)) => {
                 if let Some(device) = update.device {
@@ -551,12 +677,13 @@ impl Core {
                         run_step_json: step.run_step_json,
                         device: Some(self.device_ref(&lease.device)),
                     })),
+                    seq: 0,
                 };
                 if let Some(run) = self.runs.get_mut(&lease.run_id) {
-                    run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
-                    if let Some(run_update::Kind::Step(step)) = update.kind {
-                        run.live_steps.push(step);
+                    if let Some(run_update::Kind::Step(step)) = &update.kind {
+                        run.live_steps.push(step.clone());
                     }
+                    run.publish(update);
                 }
             }
             Some(Kind::Register(_)) | None => {}
@@ -577,47 +704,63 @@ impl Core {
     }
 
     /// A lease the coordinator ends itself: the attempt is an infrastructure
-    /// failure and runs again, without using the retry budget.
+    /// failure and runs again, without using the retry budget. When the
+    /// store cannot be told, the lease stays (and its device with it) and
+    /// the sweep tries again: nothing is forgotten on an error.
     async fn take_back(&mut self, lease_id: &str, reason: &str) {
-        let Some(lease) = self.leases.remove(lease_id) else { return };
+        let Some(mut lease) = self.leases.remove(lease_id) else { return };
+        let (reason, seq) = match lease.revoking.clone() {
+            Some(revoking) => revoking,
+            None => (reason.to_owned(), self.runs.get_mut(&lease.run_id).map_or(0, Run::take_seq)),
+        };
+        let revoked = match self.store.revoke_lease(lease_id, &reason, now_ms(), seq as i64).await {
+            Ok(Some(_)) => true,
+            // Ended already: by this very call's earlier try, whose answer
+            // was lost, or by a result that won the race.
+            Ok(None) => lease.revoking.is_some(),
+            Err(error) => {
+                warn!(%error, lease = lease_id, "cannot record that an attempt was taken back; trying again");
+                lease.revoking = Some((reason, seq));
+                lease.deadline = Instant::now();
+                self.leases.insert(lease_id.to_owned(), lease);
+                return;
+            }
+        };
         lease.span.record("result", "infrastructure");
         if let Some(device) = self.devices.get_mut(&lease.device) {
             device.lease = None;
         }
-        match self.store.revoke_lease(lease_id, reason, now_ms()).await {
-            Ok(Some(_)) => {
-                warn!(lease = lease_id, case = %lease.case_id, reason, "attempt taken back; it runs again");
-                let key = Key {
-                    run: lease.run_id.clone(),
-                    case: lease.case_id.clone(),
-                    attempt: lease.attempt,
-                    try_no: lease.try_no + 1,
-                };
-                self.metrics.retried("infrastructure");
-                if self.store.queue(&key.run, &key.case, key.attempt, key.try_no, now_ms()).await.is_ok() {
-                    self.enqueue(key, Some(lease.device.clone()));
-                }
-                self.notify_infra(&lease, reason);
-            }
-            Ok(None) => {}
-            Err(error) => warn!(%error, "cannot revoke a lease"),
+        if let Some(run) = self.runs.get_mut(&lease.run_id) {
+            run.live_steps.retain(|s| !(s.case_id == lease.case_id && s.attempt == lease.attempt));
         }
-    }
-
-    fn notify_infra(&mut self, lease: &Lease, reason: &str) {
+        if !revoked {
+            return;
+        }
+        warn!(lease = lease_id, case = %lease.case_id, %reason, "attempt taken back; it runs again");
+        let key = Key {
+            run: lease.run_id.clone(),
+            case: lease.case_id.clone(),
+            attempt: lease.attempt,
+            try_no: lease.try_no + 1,
+        };
+        self.metrics.retried("infrastructure");
+        self.queue(key, Some(lease.device.clone())).await;
         let device = self.device_ref(&lease.device);
         if let Some(run) = self.runs.get_mut(&lease.run_id) {
-            let line = json!({"id": lease.case_id, "attempt": lease.attempt, "infrastructure": reason});
-            let update = grpc::RunUpdate {
-                kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
-                    run_case_json: line.to_string(),
-                    device: Some(device),
-                    infrastructure_failure: true,
-                    lease_to_first_call_us: 0,
-                })),
-            };
-            run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
-            run.taken_back.push(update);
+            run.publish(watch::taken_back(seq, &lease.case_id, lease.attempt, &reason, device));
+        }
+        self.dispatch_due = true;
+    }
+
+    /// Queues the next try of an attempt, in the store and then in memory;
+    /// one the store could not take is tried again at the next sweep.
+    async fn queue(&mut self, key: Key, avoid_device: Option<String>) {
+        match self.store.queue(&key.run, &key.case, key.attempt, key.try_no, now_ms()).await {
+            Ok(()) => self.enqueue(key, avoid_device),
+            Err(error) => {
+                warn!(%error, run = %key.run, case = %key.case, "cannot queue an attempt; trying again");
+                self.unqueued.push((key, avoid_device));
+            }
         }
     }
 
@@ -630,14 +773,164 @@ impl Core {
         }
     }
 
-    async fn expire_leases(&mut self) {
+    /// Once a second: leases past their deadline are taken back, what the
+    /// store could not take is tried again, runs nobody watches past the
+    /// grace are cancelled, and runs learn whether they wait for devices.
+    async fn sweep(&mut self) {
         let now = Instant::now();
         let expired: Vec<String> = self.leases.values().filter(|l| l.deadline <= now).map(|l| l.id.clone()).collect();
         for lease in expired {
             self.take_back(&lease, "the lease expired: no heartbeat").await;
         }
+        self.check_workers().await;
+        self.settle().await;
+        self.cancel_unwatched().await;
+        self.check_waiting().await;
         if !self.pending.is_empty() {
             self.dispatch_due = true;
+        }
+    }
+
+    /// Tells each run with attempts waiting whether some device could take
+    /// them, and if none can, why; the store keeps the reason for the
+    /// dashboard.
+    async fn check_waiting(&mut self) {
+        use crate::waiting::{Availability, DeviceView, why_waiting};
+        let views: Vec<DeviceView<'_>> = self
+            .devices
+            .values()
+            .map(|d| {
+                let availability = if let Some(reason) = &d.quarantine {
+                    Availability::Quarantined(reason.clone())
+                } else if self.workers.get(&d.worker).is_none_or(|w| w.draining) {
+                    Availability::Draining
+                } else if d.info.state == grpc::DeviceState::Waiting as i32 {
+                    Availability::NoApp
+                } else if d.info.state == grpc::DeviceState::Disconnected as i32 {
+                    Availability::Disconnected
+                } else {
+                    Availability::Ready
+                };
+                DeviceView { id: &d.id, caps: &d.caps, availability }
+            })
+            .collect();
+        let waiting_runs: std::collections::HashSet<&str> = self.pending.iter().map(|p| p.run_id.as_str()).collect();
+        let verdicts: Vec<(String, Option<String>)> = self
+            .runs
+            .values()
+            .filter(|r| r.finished.is_none())
+            .map(|r| {
+                let why = if waiting_runs.contains(r.id.as_str()) { why_waiting(&r.selector, &views) } else { None };
+                (r.id.clone(), why)
+            })
+            .collect();
+        drop(views);
+        for (run_id, why) in verdicts {
+            let Some(run) = self.runs.get_mut(&run_id) else { continue };
+            let changed = run.waiting.as_ref().map(|w| &w.message) != why.as_ref();
+            if changed {
+                match (&why, run.waiting.take()) {
+                    (Some(message), previous) => {
+                        let since_ms = previous.map_or_else(now_ms, |p| p.since_ms);
+                        warn!(run = %run_id, reason = %message, "the run waits for devices");
+                        let waiting = Waiting { message: message.clone(), since_ms, stored: false };
+                        run.publish(no_device(&waiting, true));
+                        run.waiting = Some(waiting);
+                    }
+                    (None, Some(previous)) => {
+                        info!(run = %run_id, "the run has devices again");
+                        run.publish(no_device(&previous, false));
+                    }
+                    (None, None) => {}
+                }
+            }
+            let stored = run.waiting.as_ref().is_none_or(|w| w.stored);
+            if changed || !stored {
+                let message = run.waiting.as_ref().map(|w| w.message.clone());
+                match self.store.set_waiting(&run_id, message.as_deref()).await {
+                    Ok(()) => {
+                        if let Some(waiting) = self.runs.get_mut(&run_id).and_then(|r| r.waiting.as_mut()) {
+                            waiting.stored = true;
+                        }
+                    }
+                    Err(error) => warn!(%error, run = %run_id, "cannot record why a run waits; trying again"),
+                }
+            }
+        }
+    }
+
+    /// Keeps each worker's stream alive with a keepalive, and takes for gone
+    /// a worker that has said nothing for [`WORKER_SILENCE`] (frozen, or on a
+    /// half-open connection): its devices leave the fleet and its attempts
+    /// run again, without waiting for their leases to expire.
+    async fn check_workers(&mut self) {
+        let now = now_ms();
+        let beat = now - self.keepalive_at >= HEARTBEAT.as_millis() as i64;
+        if beat {
+            self.keepalive_at = now;
+        }
+        let keepalive = grpc::Keepalive { now_unix_ms: now };
+        let mut silent = Vec::new();
+        for worker in self.workers.values() {
+            if now - worker.last_seen > WORKER_SILENCE.as_millis() as i64 {
+                silent.push(worker.id.clone());
+            } else if beat {
+                let _ = worker.tx.try_send(Ok(message(coordinator_message::Kind::Keepalive(keepalive))));
+            }
+        }
+        for worker in silent {
+            warn!(worker = %worker, silent_s = WORKER_SILENCE.as_secs(), "worker silent; taken for gone");
+            self.worker_gone(&worker).await;
+        }
+    }
+
+    /// Tries again what the store refused with an error: results, queued
+    /// attempts, case results, run ends.
+    async fn settle(&mut self) {
+        let unrecorded = std::mem::take(&mut self.unrecorded);
+        if !unrecorded.is_empty() {
+            self.record_results(unrecorded, true).await;
+        }
+        for (key, avoid) in std::mem::take(&mut self.unqueued) {
+            self.queue(key, avoid).await;
+        }
+        for (run_id, case_id, result) in std::mem::take(&mut self.unsettled_cases) {
+            self.settle_case(&run_id, &case_id, result).await;
+        }
+        let ids: Vec<String> =
+            self.runs.iter().filter(|(_, r)| r.finished.is_none()).map(|(id, _)| id.clone()).collect();
+        for id in ids {
+            self.finish_run_if_done(&id).await;
+        }
+    }
+
+    /// Cancels each run that no client has watched for the grace, unless it
+    /// was submitted detached: its CI job is gone, and nobody would read
+    /// its results.
+    async fn cancel_unwatched(&mut self) {
+        let now = Instant::now();
+        let grace = self.config.client_grace;
+        let mut orphans = Vec::new();
+        for run in self.runs.values_mut().filter(|r| r.finished.is_none()) {
+            run.watchers.retain(|w| !w.is_closed());
+            if !run.watchers.is_empty() {
+                run.unwatched_since = None;
+                continue;
+            }
+            let since = *run.unwatched_since.get_or_insert(now);
+            if !run.detached && now.duration_since(since) >= grace {
+                orphans.push(run.id.clone());
+            }
+        }
+        for run_id in orphans {
+            let reason = format!(
+                "no client watched the run for {} s (submit with --detach to keep a run going without one)",
+                grace.as_secs()
+            );
+            warn!(run = %run_id, %reason, "run cancelled");
+            if let Err(error) = self.cancel(&run_id, &reason).await {
+                warn!(%error, run = %run_id, "cannot cancel an orphaned run; trying again");
+            }
         }
     }
 
@@ -655,18 +948,10 @@ impl Core {
 
     async fn submit(
         &mut self,
-        request: grpc::SubmitRequest,
+        suite: crate::submit::CheckedSuite,
         traceparent: &str,
     ) -> Result<grpc::SubmitResponse, CoreError> {
-        if request.cases.is_empty() {
-            return Err(CoreError::Invalid("a run needs at least one case file".into()));
-        }
-        let selector = request.selector.clone().map(|s| Selector {
-            platform: (!s.platform.is_empty()).then_some(s.platform),
-            labels: s.labels.into_iter().collect(),
-            app: (!s.app.is_empty()).then_some(s.app),
-        });
-        let selector = selector.unwrap_or_default();
+        let crate::submit::CheckedSuite { request, cases: parsed, selector, config_json, priority } = suite;
         if !self
             .devices
             .values()
@@ -677,17 +962,6 @@ impl Core {
                 selector.describe(),
                 self.fleet_summary()
             )));
-        }
-        let mut parsed = Vec::new();
-        let mut problems = Vec::new();
-        for file in &request.cases {
-            match argus_cases::parse_case(&file.source, &file.path) {
-                Ok(cases) => parsed.extend(cases),
-                Err(e) => problems.push(e.to_string()),
-            }
-        }
-        if !problems.is_empty() {
-            return Err(CoreError::Invalid(problems.join("\n")));
         }
         let platform = selector.platform.clone().unwrap_or_default();
         let mut history = Vec::with_capacity(parsed.len());
@@ -704,12 +978,13 @@ impl Core {
             branch: (!request.branch.is_empty()).then(|| request.branch.clone()),
             commit: (!request.commit.is_empty()).then(|| request.commit.clone()),
             trigger: (!request.trigger.is_empty()).then(|| request.trigger.clone()),
-            selector_json: serde_json::to_string(&selector).unwrap_or_default(),
-            config_json: if request.config_json.is_empty() { "{}".into() } else { request.config_json.clone() },
+            selector_json: serde_json::to_string(&selector).expect("a selector is plain data"),
+            config_json,
             retries: request.retries,
-            priority: request.priority.max(1),
+            priority,
+            detached: request.detach,
             started_at,
-            manifest_json: serde_json::to_string(&manifest).unwrap_or_default(),
+            manifest_json: manifest_json(&manifest),
             files: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
             cases: parsed
                 .iter()
@@ -745,8 +1020,12 @@ impl Core {
                 .collect(),
             started_at,
             watchers: Vec::new(),
+            detached: request.detach,
+            unwatched_since: Some(Instant::now()),
+            waiting: None,
             lines: Vec::new(),
-            taken_back: Vec::new(),
+            log: Vec::new(),
+            next_seq: 1,
             live_steps: Vec::new(),
             platform: None,
             native: None,
@@ -764,7 +1043,7 @@ impl Core {
         Ok(grpc::SubmitResponse {
             run_id: id.clone(),
             case_ids,
-            dashboard_url: self.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
+            dashboard_url: self.config.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
         })
     }
 
@@ -911,6 +1190,7 @@ impl Core {
                 worker: lease.worker_id.clone(),
                 deadline: Instant::now() + LEASE_TTL,
                 span,
+                revoking: None,
             },
         );
         let message = {
@@ -944,9 +1224,10 @@ impl Core {
                 attempt: key.attempt,
                 device: Some(self.device_ref(&lease.device_id)),
             })),
+            seq: 0,
         };
         if let Some(run) = self.runs.get_mut(&key.run) {
-            run.watchers.retain(|w| w.try_send(Ok(started.clone())).is_ok());
+            run.publish(started);
         }
         self.metrics.leases_granted.inc();
         let sent = self.workers.get(&lease.worker_id).is_some_and(|w| w.tx.try_send(Ok(message)).is_ok());
@@ -963,32 +1244,60 @@ impl Core {
             return;
         }
         let prepared: Vec<Finished> = results.into_iter().filter_map(|(w, r)| self.prepare_result(&w, r)).collect();
+        self.record_results(prepared, false).await;
+    }
+
+    /// Writes prepared results and applies those the store took. When the
+    /// store fails they are kept, with their `seq`, and tried again at the
+    /// next sweep (`again`): a result refused then as no longer current,
+    /// whose lease this coordinator still holds, was committed by the try
+    /// whose answer was lost (only this task ends leases), and is applied.
+    async fn record_results(&mut self, prepared: Vec<Finished>, again: bool) {
+        if prepared.is_empty() {
+            return;
+        }
         let outcomes: Vec<(String, AttemptOutcome)> =
             prepared.iter().map(|f| (f.result.lease_id.clone(), f.outcome.clone())).collect();
         let recorded = match self.store.finish_attempts(&outcomes).await {
             Ok(recorded) => recorded,
             Err(error) => {
-                warn!(%error, "cannot record results; their attempts stay leased until their leases expire");
+                warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");
+                self.unrecorded.extend(prepared);
                 return;
             }
         };
         for (finished, recorded) in prepared.into_iter().zip(recorded) {
+            let held = self.leases.get(&finished.result.lease_id).is_some_and(|l| l.revoking.is_none());
             match recorded {
                 Ok(_) => self.apply_result(finished).await,
+                Err(_) if again && held => self.apply_result(finished).await,
                 Err(error) => warn!(%error, "late result refused (fencing)"),
             }
         }
     }
 
-    /// A result checked against its lease, with what the store records.
-    fn prepare_result(&self, worker: &str, result: grpc::AttemptResult) -> Option<Finished> {
-        let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker) else {
+    /// A result checked against its lease, with what the store records. A
+    /// result whose RunCase does not parse is an infrastructure failure that
+    /// says so, not a default.
+    fn prepare_result(&mut self, worker: &str, result: grpc::AttemptResult) -> Option<Finished> {
+        let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker && l.revoking.is_none())
+        else {
             warn!(lease = %result.lease_id, worker, "result for a lease that is not current; refused");
             return None;
         };
         let device = self.device_ref(&lease.device);
-        let attempt = lease.attempt;
-        let mut line: Option<RunCase> = serde_json::from_str(&result.run_case_json).ok();
+        let (attempt, run_id) = (lease.attempt, lease.run_id.clone());
+        let mut error = (!result.error.is_empty()).then(|| result.error.clone());
+        let mut line: Option<RunCase> = None;
+        if !result.infrastructure_failure {
+            match serde_json::from_str::<RunCase>(&result.run_case_json) {
+                Ok(parsed) => line = Some(parsed),
+                Err(e) => {
+                    warn!(lease = %result.lease_id, error = %e, "the worker's RunCase does not parse; the attempt runs again");
+                    error = Some(format!("the worker sent a result that does not parse: {e}"));
+                }
+            }
+        }
         if let Some(line) = line.as_mut() {
             line.attempt = attempt;
             line.extra.insert(
@@ -996,14 +1305,15 @@ impl Core {
                 json!({"id": device.id, "platform": device.platform, "worker": device.worker}),
             );
         }
-        let infrastructure = result.infrastructure_failure || line.is_none();
+        let infrastructure = line.is_none();
+        let seq = self.runs.get_mut(&run_id).map_or(0, Run::take_seq);
         let outcome = AttemptOutcome {
-            result: line.as_ref().filter(|_| !infrastructure).map(|l| result_name(l.result).to_owned()),
+            result: line.as_ref().map(|l| result_name(l.result).to_owned()),
             infrastructure,
-            error: (!result.error.is_empty()).then(|| result.error.clone()),
+            error: error.clone(),
             finished_at: now_ms(),
             ms: line.as_ref().map_or(0, |l| l.ms as i64),
-            run_case_json: line.as_ref().filter(|_| !infrastructure).map(RunCase::to_line),
+            run_case_json: line.as_ref().map(RunCase::to_line),
             steps: line
                 .as_ref()
                 .map(|l| {
@@ -1018,21 +1328,19 @@ impl Core {
                         .collect()
                 })
                 .unwrap_or_default(),
+            seq: seq as i64,
         };
-        Some(Finished { result, line, outcome })
+        let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
+        Some(Finished { result, line, outcome, seq })
     }
 
     async fn apply_result(&mut self, finished: Finished) {
-        let Finished { result, line, .. } = finished;
+        let Finished { result, line, seq, .. } = finished;
         let Some(lease) = self.leases.remove(&result.lease_id) else { return };
         let (run_id, case_id, attempt, try_no, device_id) =
             (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.try_no, lease.device.clone());
         let device = self.device_ref(&device_id);
-        let infrastructure = result.infrastructure_failure || line.is_none();
-        let outcome = match &line {
-            Some(line) if !infrastructure => result_name(line.result),
-            _ => "infrastructure",
-        };
+        let outcome = line.as_ref().map_or("infrastructure", |l| result_name(l.result));
         lease.span.record("result", outcome);
         if let Some(d) = self.devices.get_mut(&device_id) {
             d.lease = None;
@@ -1040,7 +1348,8 @@ impl Core {
         if let Some(run) = self.runs.get_mut(&run_id) {
             run.live_steps.retain(|s| !(s.case_id == case_id && s.attempt == attempt));
         }
-        if infrastructure {
+        self.dispatch_due = true;
+        let Some(line) = line else {
             let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
             warn!(case = %case_id, reason, "infrastructure failure; the attempt runs again");
             if let Some(d) = self.devices.get_mut(&device_id) {
@@ -1050,58 +1359,55 @@ impl Core {
                     d.caps.quarantined = true;
                 }
             }
-            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
             self.metrics.retried("infrastructure");
-            if self.store.queue(&run_id, &case_id, attempt, try_no + 1, now_ms()).await.is_ok() {
-                self.enqueue(key, Some(device_id.clone()));
+            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
+            self.queue(key, Some(device_id.clone())).await;
+            if let Some(run) = self.runs.get_mut(&run_id) {
+                run.publish(watch::taken_back(seq, &case_id, attempt, reason, device));
             }
-            self.notify_infra(&lease, reason);
-            self.dispatch_due = true;
             return;
-        }
+        };
         if let Some(d) = self.devices.get_mut(&device_id) {
             d.infra_failures = 0;
         }
-        let line = line.expect("not an infrastructure failure");
         self.metrics.attempt(&device.platform, result_name(line.result), line.ms as i64);
         self.metrics.lease_to_first_call(result.lease_to_first_call_us);
         self.judge_device(&run_id, &line, &device_id);
         let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
+        let native = self
+            .devices
+            .get(&device_id)
+            .and_then(|d| serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool());
         if let Some(run) = self.runs.get_mut(&run_id) {
-            let update = grpc::RunUpdate {
-                kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
-                    run_case_json: line.to_line(),
-                    device: Some(device.clone()),
-                    infrastructure_failure: false,
-                    lease_to_first_call_us: result.lease_to_first_call_us,
-                })),
-            };
-            run.watchers.retain(|w| w.try_send(Ok(update.clone())).is_ok());
+            run.publish(watch::finished(seq, line.to_line(), device.clone(), result.lease_to_first_call_us));
             if run.platform.is_none() {
                 run.platform = Some(device.platform.clone());
-                run.native = self
-                    .devices
-                    .get(&device_id)
-                    .and_then(|d| serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool());
+                run.native = native;
             }
             run.lines.push(line.clone());
         }
         if retry {
-            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt: attempt + 1, try_no: 1 };
             self.metrics.retried("retry");
-            if self.store.queue(&run_id, &case_id, attempt + 1, 1, now_ms()).await.is_ok() {
-                self.enqueue(key, Some(device_id));
-            }
+            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt: attempt + 1, try_no: 1 };
+            self.queue(key, Some(device_id)).await;
         } else {
-            let _ = self.store.set_case_result(&run_id, &case_id, result_name(line.result)).await;
-            if let Some(run) = self.runs.get_mut(&run_id)
-                && let Some(case) = run.cases.get_mut(&case_id)
-            {
-                case.done = true;
-            }
-            self.finish_run_if_done(&run_id).await;
+            self.settle_case(&run_id, &case_id, line.result).await;
         }
-        self.dispatch_due = true;
+    }
+
+    /// A case has its final result: recorded, then the run may be over.
+    async fn settle_case(&mut self, run_id: &str, case_id: &str, result: CaseResult) {
+        if let Err(error) = self.store.set_case_result(run_id, case_id, result_name(result)).await {
+            warn!(%error, run = run_id, case = case_id, "cannot record a case's result; trying again");
+            self.unsettled_cases.push((run_id.to_owned(), case_id.to_owned(), result));
+            return;
+        }
+        if let Some(run) = self.runs.get_mut(run_id)
+            && let Some(case) = run.cases.get_mut(case_id)
+        {
+            case.done = true;
+        }
+        self.finish_run_if_done(run_id).await;
     }
 
     /// A pass clears the device it ran on; a pass after failures on other
@@ -1141,6 +1447,8 @@ impl Core {
         }
     }
 
+    /// Ends a run whose every case has its final result: recorded first;
+    /// if the store fails, the sweep tries again and watchers wait.
     async fn finish_run_if_done(&mut self, run_id: &str) {
         let Some(run) = self.runs.get_mut(run_id) else { return };
         if run.finished.is_some() || !run.cases.values().all(|c| c.done) {
@@ -1154,54 +1462,58 @@ impl Core {
             totals: Some(totals(&run.lines)),
             ..RunManifest::started(iso(run.started_at))
         };
-        let manifest_json = serde_json::to_string(&manifest).unwrap_or_default();
+        let manifest_json = manifest_json(&manifest);
         if let Err(error) = self.store.finish_run(run_id, finished_at, &manifest_json).await {
-            warn!(%error, run = run_id, "cannot record the end of a run");
+            warn!(%error, run = run_id, "cannot record the end of a run; trying again");
+            return;
         }
         info!(run = run_id, "run finished");
-        let update = grpc::RunUpdate {
-            kind: Some(run_update::Kind::RunFinished(grpc::RunFinished { manifest_json: manifest_json.clone() })),
-        };
-        for watcher in run.watchers.drain(..) {
-            let _ = watcher.try_send(Ok(update.clone()));
-        }
         run.finished = Some(manifest_json);
+        Self::close_run(run);
+    }
+
+    /// Tells a finished run's watchers, and lets them go.
+    fn close_run(run: &mut Run) {
+        if let Some(end) = run.finished_update() {
+            for mut watcher in run.watchers.drain(..) {
+                watcher.send(&end);
+            }
+        }
+        run.waiting = None;
         run.span = tracing::Span::none();
     }
 
-    /// Ends a run where it stands: nothing more is leased, running attempts
-    /// are told to stop and their results will be refused, and the run is
-    /// recorded as cut short (no `finishedAt`, no `totals`).
-    async fn cancel(&mut self, run_id: &str) -> Result<(), CoreError> {
+    /// Ends a run where it stands, in one transaction: its open leases end,
+    /// its waiting attempts are dropped, and the run is recorded as cut
+    /// short (no `finishedAt`, no `totals`). Then the workers are told to
+    /// stop those attempts (their results would be refused) and the devices
+    /// are free. Nothing changes in memory unless the store took it.
+    async fn cancel(&mut self, run_id: &str, reason: &str) -> Result<(), CoreError> {
         let Some(run) = self.runs.get(run_id) else { return Err(CoreError::NoRun(run_id.to_owned())) };
         if run.finished.is_some() {
             return Ok(());
         }
+        let manifest = manifest_json(&RunManifest::started(iso(run.started_at)));
+        self.store.cancel_run(run_id, reason, now_ms(), &manifest).await?;
         self.pending.retain(|p| p.run_id != run_id);
+        self.unqueued.retain(|(key, _)| key.run != run_id);
         let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();
         for lease_id in leases {
             let Some(lease) = self.leases.remove(&lease_id) else { continue };
+            lease.span.record("result", "cancelled");
             if let Some(device) = self.devices.get_mut(&lease.device) {
                 device.lease = None;
             }
-            let _ = self.store.revoke_lease(&lease_id, "the run was cancelled", now_ms()).await;
             if let Some(worker) = self.workers.get(&lease.worker) {
-                let cancel = grpc::Cancel { lease_id: lease_id.clone(), reason: "the run was cancelled".into() };
+                let cancel = grpc::Cancel { lease_id: lease_id.clone(), reason: reason.to_owned() };
                 let _ = worker.tx.try_send(Ok(message(coordinator_message::Kind::Cancel(cancel))));
             }
         }
+        info!(run = run_id, reason, "run cancelled");
         let run = self.runs.get_mut(run_id).expect("checked above");
-        let manifest = serde_json::to_string(&RunManifest::started(iso(run.started_at))).unwrap_or_default();
-        self.store.finish_run(run_id, now_ms(), &manifest).await?;
-        info!(run = run_id, "run cancelled");
-        let update = grpc::RunUpdate {
-            kind: Some(run_update::Kind::RunFinished(grpc::RunFinished { manifest_json: manifest.clone() })),
-        };
-        for watcher in run.watchers.drain(..) {
-            let _ = watcher.try_send(Ok(update.clone()));
-        }
         run.finished = Some(manifest);
-        run.span = tracing::Span::none();
+        Self::close_run(run);
+        self.dispatch_due = true;
         Ok(())
     }
 
@@ -1265,6 +1577,10 @@ impl Core {
     }
 }
 
+fn manifest_json(manifest: &RunManifest) -> String {
+    serde_json::to_string(manifest).expect("a manifest is plain data")
+}
+
 fn result_name(result: CaseResult) -> &'static str {
     match result {
         CaseResult::Passed => "passed",
@@ -1277,13 +1593,13 @@ fn message(kind: coordinator_message::Kind) -> grpc::CoordinatorMessage {
     grpc::CoordinatorMessage { kind: Some(kind) }
 }
 
-fn finished_update(line: &RunCase) -> grpc::RunUpdate {
+fn no_device(waiting: &Waiting, still: bool) -> grpc::RunUpdate {
     grpc::RunUpdate {
-        kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
-            run_case_json: line.to_line(),
-            device: None,
-            infrastructure_failure: false,
-            lease_to_first_call_us: 0,
+        kind: Some(run_update::Kind::NoDevice(grpc::NoDevice {
+            message: waiting.message.clone(),
+            waiting: still,
+            since_unix_ms: waiting.since_ms,
         })),
+        seq: 0,
     }
 }

@@ -10,5 +10,8 @@ pub mod metrics;
 pub mod scheduler;
 pub mod service;
 pub mod store;
+pub mod submit;
+pub mod waiting;
+pub mod watch;
 
 pub use service::{Options, TlsIdentity, Tokens, serve, serve_with};

@@ -66,20 +66,26 @@ impl grpc::workers_server::Workers for Services {
 
 #[tonic::async_trait]
 impl grpc::runs_server::Runs for Services {
-    type WatchStream = ReceiverStream<Result<grpc::RunUpdate, Status>>;
+    type WatchStream = crate::watch::WatchStream;
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
-        let request = request.into_inner();
-        let response = ask(&self.handle, |reply| Command::Submit { request, traceparent, reply }).await??;
+        let suite = crate::submit::check(request.into_inner()).map_err(Status::invalid_argument)?;
+        let response = ask(&self.handle, |reply| Command::Submit { suite, traceparent, reply }).await??;
         Ok(Response::new(response))
     }
 
     async fn watch(&self, request: Request<grpc::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
-        let run_id = request.into_inner().run_id;
-        let (tx, rx) = mpsc::channel(4096);
-        ask(&self.handle, |reply| Command::Watch { run_id, tx, reply }).await??;
-        Ok(Response::new(ReceiverStream::new(rx)))
+        let grpc::WatchRequest { run_id, after_seq } = request.into_inner();
+        let asked = run_id.clone();
+        match ask(&self.handle, |reply| Command::Watch { run_id, after_seq, reply }).await? {
+            Ok(stream) => Ok(Response::new(stream)),
+            // Not going: a run that finished (perhaps before a restart) is
+            // replayed from the store, so a client that lost its stream at
+            // the very end still gets the end.
+            Err(core::CoreError::NoRun(_)) => Ok(Response::new(self.replay_finished(&asked, after_seq).await?)),
+            Err(error) => Err(error.into()),
+        }
     }
 
     async fn cancel(&self, request: Request<grpc::CancelRequest>) -> Result<Response<grpc::CancelResponse>, Status> {
@@ -101,6 +107,33 @@ impl grpc::runs_server::Runs for Services {
         };
         let runs = self.store.list_runs(limit).await.map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(grpc::ListResponse { runs: runs.into_iter().map(summary).collect() }))
+    }
+}
+
+impl Services {
+    /// A finished run's record after `after_seq`, and its end.
+    async fn replay_finished(&self, run_id: &str, after_seq: u64) -> Result<crate::watch::WatchStream, Status> {
+        let run = match self.store.get_run(run_id).await {
+            Ok(run) => run,
+            Err(crate::store::StoreError::NoRun(_)) => return Err(Status::not_found(format!("no run {run_id}"))),
+            Err(error) => return Err(Status::unavailable(format!("cannot read run {run_id}: {error}"))),
+        };
+        if run.finished_at.is_none() {
+            return Err(Status::unavailable(format!("run {run_id} is being taken up again; watch again shortly")));
+        }
+        let rows = self
+            .store
+            .run_log(run_id)
+            .await
+            .map_err(|e| Status::unavailable(format!("cannot read run {run_id}: {e}")))?;
+        let log = crate::watch::from_log(&rows);
+        let end = crate::watch::run_finished(log.last().map_or(1, |u| u.seq + 1), run.manifest_json);
+        let (mut watcher, stream) = crate::watch::Watcher::new(log.len() + 1);
+        for update in log.iter().filter(|u| u.seq > after_seq) {
+            watcher.send(update);
+        }
+        watcher.send(&end);
+        Ok(stream)
     }
 }
 
@@ -184,6 +217,8 @@ pub struct Options {
     pub http: Option<TcpListener>,
     /// Serve gRPC over TLS with this certificate chain and key (PEM).
     pub tls: Option<TlsIdentity>,
+    /// How the owner task decides (the client grace, …).
+    pub core: core::CoreConfig,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -215,10 +250,10 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls } = options;
+    let Options { tokens, http, tls, core: core_config } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let metrics = Arc::new(Metrics::default());
-    let (handle, owner) = core::start(store.clone(), None, metrics.clone(), shutdown.clone()).await?;
+    let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let router = crate::http::router(HttpState { handle: handle.clone(), metrics, store: store.clone() });
@@ -241,7 +276,12 @@ pub async fn serve_with(
     let worker_check = RequireToken::new(tokens.worker, "worker", "the worker's --token or ARGUS_WORKER_TOKEN");
     let client_check = RequireToken::new(tokens.client, "client", "the client's --token or ARGUS_CLIENT_TOKEN");
     info!(?addr, "coordinator listening");
-    let mut builder = tonic::transport::Server::builder();
+    // HTTP/2 pings find a half-open connection (a vanished client or
+    // worker) that TCP alone would keep for hours.
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(argus_proto::connect::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(argus_proto::connect::KEEPALIVE_TIMEOUT))
+        .tcp_keepalive(Some(std::time::Duration::from_secs(30)));
     if let Some(identity) = &tls {
         let identity = tonic::transport::Identity::from_pem(&identity.cert_pem, &identity.key_pem);
         builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;

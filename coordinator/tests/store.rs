@@ -61,7 +61,44 @@ on_both!(
     runs_are_listed_newest_first,
     a_batch_of_leases_and_results_commits_together_and_fences_each,
     the_dashboard_filters_runs_and_reads_cases_across_them,
+    a_runs_record_replays_in_order_and_a_cancel_ends_it_whole,
 );
+
+async fn a_runs_record_replays_in_order_and_a_cancel_ends_it_whole(store: Store) {
+    store.create_run(&run("r1", 1, &["a", "b", "c", "d"])).await.unwrap();
+    for (lease_id, case) in [("l1", "a"), ("l2", "b"), ("l3", "c")] {
+        store.grant_lease(&lease(lease_id, "r1", case, 1, 1)).await.unwrap();
+    }
+    // Finished out of the order of their places: the record follows seq.
+    store.finish_attempt("l2", &AttemptOutcome { seq: 1, ..passed(10, 40) }).await.unwrap();
+    store.revoke_lease("l1", "the worker went away", 30, 2).await.unwrap();
+    store.extend_leases(&["l3".into(), "nope".into()], 99_999).await.unwrap();
+    let log = store.run_log("r1").await.unwrap();
+    let record: Vec<(Option<i64>, &str, i64)> =
+        log.iter().map(|r| (r.seq, r.case_id.as_str(), r.infrastructure)).collect();
+    assert_eq!(record, [(Some(1), "b", 0), (Some(2), "a", 1)]);
+    assert_eq!(log[1].error.as_deref(), Some("the worker went away"));
+    assert_eq!(log[0].device_id.as_deref(), Some("w1/8123"));
+    // Queuing the same try twice (an answer lost, a retry) writes it once.
+    store.queue("r1", "a", 1, 2, 31).await.unwrap();
+    store.queue("r1", "a", 1, 2, 32).await.unwrap();
+    store.set_waiting("r1", Some("every device that matches platform=ios is out")).await.unwrap();
+    assert_eq!(
+        store.get_run("r1").await.unwrap().waiting_reason.as_deref(),
+        Some("every device that matches platform=ios is out")
+    );
+    // A cancel ends the open lease, drops what waits, and finishes the run.
+    store.cancel_run("r1", "the run was cancelled by its client", 50, r#"{"schema":1}"#).await.unwrap();
+    assert!(store.open_attempts().await.unwrap().is_empty(), "nothing of a cancelled run is left to run");
+    let err = store.finish_attempt("l3", &passed(10, 60)).await.unwrap_err();
+    assert!(matches!(err, StoreError::StaleLease(_)), "{err}");
+    let row = store.get_run("r1").await.unwrap();
+    assert_eq!((row.finished_at, row.result.as_deref(), row.waiting_reason), (Some(50), Some("cancelled"), None));
+    assert!(store.open_runs().await.unwrap().is_empty());
+    // Cancelling again changes nothing.
+    store.cancel_run("r1", "again", 70, "{}").await.unwrap();
+    assert_eq!(store.get_run("r1").await.unwrap().finished_at, Some(50));
+}
 
 fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
     NewRun {
@@ -74,6 +111,7 @@ fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
         config_json: "{}".into(),
         retries: 1,
         priority: 1,
+        detached: false,
         started_at,
         manifest_json: format!(r#"{{"schema":1,"startedAt":"{started_at}"}}"#),
         files: vec![("cases/a.md".into(), "---\nid: a\n---\n".into())],
@@ -116,6 +154,7 @@ fn passed(ms: i64, at: i64) -> AttemptOutcome {
         ms,
         run_case_json: Some(format!(r#"{{"ms":{ms}}}"#)),
         steps: vec![StepRow { step: "app.back".into(), status: "passed".into(), ms: 3, error: None }],
+        seq: 0,
     }
 }
 
@@ -150,7 +189,7 @@ async fn a_result_from_a_lease_that_is_not_current_is_refused(store: Store) {
     assert!(matches!(err, StoreError::StaleLease(_)), "{err}");
     // A revoked lease cannot finish its attempt.
     store.grant_lease(&lease("l2", "r1", "b", 1, 1)).await.unwrap();
-    assert!(store.revoke_lease("l2", "worker lost", 60).await.unwrap().is_some());
+    assert!(store.revoke_lease("l2", "worker lost", 60, 2).await.unwrap().is_some());
     let err = store.finish_attempt("l2", &passed(900, 70)).await.unwrap_err();
     assert_eq!(err.to_string(), "lease l2 is not current (revoked, expired or already finished)");
     assert_eq!(store.run_lines("r1").await.unwrap(), [r#"{"ms":1200}"#]);
@@ -160,8 +199,8 @@ async fn a_result_from_a_lease_that_is_not_current_is_refused(store: Store) {
 async fn a_lost_attempt_is_queued_again(store: Store) {
     store.create_run(&run("r1", 1, &["a"])).await.unwrap();
     store.grant_lease(&lease("l1", "r1", "a", 1, 1)).await.unwrap();
-    let key = store.revoke_lease("l1", "device lost", 20).await.unwrap().unwrap();
-    assert!(store.revoke_lease("l1", "device lost", 21).await.unwrap().is_none(), "revoked once");
+    let key = store.revoke_lease("l1", "device lost", 20, 1).await.unwrap().unwrap();
+    assert!(store.revoke_lease("l1", "device lost", 21, 1).await.unwrap().is_none(), "revoked once");
     store.queue(&key.run_id, &key.case_id, 1, 2, 21).await.unwrap();
     let open = store.open_attempts().await.unwrap();
     assert_eq!(open.len(), 1);

@@ -3,14 +3,31 @@
 //! wrong one is told which, rather than left with an HTTP/2 error.
 
 use std::path::Path;
+use std::time::Duration;
 
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
 /// A channel to the coordinator at `url`.
+/// HTTP/2 pings on every channel, so that a half-open connection (a frozen
+/// or vanished peer) is noticed within seconds rather than never.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub async fn connect(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
-    let mut endpoint = Endpoint::from_shared(url.to_owned()).map_err(|e| format!("{url} is not a URL: {e}"))?;
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        return Err(format!(
+            "{url:?} has no scheme: give http://{url} (or https://{url} if the coordinator serves TLS)"
+        ));
+    }
+    let mut endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| format!("{url} is not a URL: {e}"))?
+        .connect_timeout(Duration::from_secs(10))
+        .tcp_keepalive(Some(Duration::from_secs(30)))
+        .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
     let tls = url.starts_with("https://");
     if tls {
         let mut config = ClientTlsConfig::new().with_webpki_roots();
@@ -51,6 +68,18 @@ fn explain(url: &str, tls: bool, message: &str, error: &(dyn std::error::Error +
         source = cause.source();
     }
     let lower = causes.to_lowercase();
+    // An HTTP/1 server (the coordinator's dashboard port, say) answers the
+    // HTTP/2 preface with something that is not gRPC.
+    if lower.contains("grpc-status header missing")
+        || lower.contains("invalid http2")
+        || lower.contains("frame with invalid size")
+        || lower.contains("http/1")
+    {
+        return format!(
+            "{url} does not answer gRPC: is it the coordinator's HTTP (dashboard) port? gRPC listens on the \
+             coordinator's --listen address, 127.0.0.1:7171 by default ({causes})"
+        );
+    }
     if lower.contains("refused") {
         return format!("cannot reach the coordinator at {url}: nothing listens there ({causes})");
     }

@@ -130,7 +130,7 @@ async fn grid_run(cases: usize) -> (Histogram<u64>, Duration) {
     let started = Instant::now();
     let request = grpc::SubmitRequest { cases: files, project: "bench".into(), ..Default::default() };
     let run_id = runs.submit(request).await.unwrap().into_inner().run_id;
-    let mut updates = runs.watch(grpc::WatchRequest { run_id }).await.unwrap().into_inner();
+    let mut updates = runs.watch(grpc::WatchRequest { run_id, after_seq: 0 }).await.unwrap().into_inner();
     let mut overhead = histogram();
     while let Some(update) = updates.message().await.unwrap() {
         match update.kind {

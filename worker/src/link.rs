@@ -3,7 +3,7 @@
 //! leased. The drivers stay up while the coordinator is away; the stream is
 //! dialed again with backoff.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +16,7 @@ use argus_proto::run::StepStatus;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
@@ -83,6 +84,8 @@ pub enum WorkerError {
     Listen { slot: String, source: ListenError },
     #[error("a worker needs at least one device slot")]
     NoSlots,
+    #[error("the coordinator refused this worker: {0}")]
+    Refused(String),
 }
 
 /// Starts the drivers and keeps a stream to the coordinator until `cancel`.
@@ -114,34 +117,107 @@ pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), 
         }));
     }
     let slots = Arc::new(slots);
-    let mut backoff = Duration::from_millis(100);
+    let attempts = TaskTracker::new();
+    let mut backoff = reconnect_backoff();
     loop {
-        let linked = tokio::select! {
-            _ = cancel.cancelled() => break,
-            linked = link(&config, &slots, &cancel) => linked,
-        };
-        match linked {
-            Ok(()) => break,
-            Err(error) => {
-                warn!(coordinator = %config.coordinator, %error, retry_ms = backoff.as_millis() as u64, "no link to the coordinator; the drivers keep serving");
+        match link(&config, &slots, &attempts, &cancel).await {
+            LinkEnd::Stopped => break,
+            LinkEnd::Refused(reason) => {
+                close_drivers(&slots, &attempts).await;
+                return Err(WorkerError::Refused(reason));
+            }
+            LinkEnd::Lost { error, registered } => {
+                if registered {
+                    // It was up: the next loss starts from a short wait again.
+                    backoff = reconnect_backoff();
+                }
+                let wait = backoff.next().unwrap_or(RECONNECT_MAX);
+                warn!(coordinator = %config.coordinator, %error, retry_ms = wait.as_millis() as u64, "no link to the coordinator; the drivers keep serving");
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tokio::time::sleep(wait) => {}
+                }
             }
         }
-        tokio::select! {
-            _ = cancel.cancelled() => break,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
-    for slot in slots.iter() {
-        slot.driver.close().await;
-    }
+    close_drivers(&slots, &attempts).await;
     Ok(())
 }
 
-/// One stream to the coordinator, until it ends (an error) or `cancel` (Ok).
-async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &CancellationToken) -> Result<(), String> {
-    let channel = argus_proto::connect::connect(&config.coordinator, config.tls_ca.as_deref()).await?;
-    let mut client = WorkersClient::with_interceptor(channel, Bearer::new(config.token.as_deref())?);
+/// The longest wait between two dials of the coordinator.
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+/// How long a stopping worker lets its attempts finish before it hands
+/// them back.
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
+/// The heartbeat interval when the coordinator does not say one.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Waits between dials: from 100 ms doubling to 5 s, each with jitter, so
+/// that a fleet of workers does not dial a restarted coordinator at once.
+fn reconnect_backoff() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(RECONNECT_MAX)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+async fn close_drivers(slots: &[Arc<Slot>], attempts: &TaskTracker) {
+    attempts.close();
+    let _ = tokio::time::timeout(Duration::from_secs(5), attempts.wait()).await;
+    for slot in slots {
+        slot.driver.close().await;
+    }
+}
+
+/// How one stream to the coordinator ended.
+enum LinkEnd {
+    /// The worker was told to stop, and has.
+    Stopped,
+    /// The coordinator refused this worker for good (a wrong token, a bad
+    /// URL): dialing again would not help.
+    Refused(String),
+    Lost {
+        error: String,
+        registered: bool,
+    },
+}
+
+/// Attempts running on this link: their leases, and how to stop each.
+#[derive(Default)]
+struct Running(Mutex<HashMap<String, CancellationToken>>);
+
+impl Running {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One stream to the coordinator, until it ends or the worker stops. On
+/// stop, the attempts running finish (or, past [`DRAIN_DEADLINE`], are
+/// handed back as infrastructure failures) before `GoingAway`.
+async fn link(
+    config: &WorkerConfig,
+    slots: &Arc<Vec<Arc<Slot>>>,
+    attempts: &TaskTracker,
+    cancel: &CancellationToken,
+) -> LinkEnd {
+    let lost = |error: String| LinkEnd::Lost { error, registered: false };
+    let bearer = match Bearer::new(config.token.as_deref()) {
+        Ok(bearer) => bearer,
+        Err(error) => return LinkEnd::Refused(error),
+    };
+    let channel = tokio::select! {
+        _ = cancel.cancelled() => return LinkEnd::Stopped,
+        channel = argus_proto::connect::connect(&config.coordinator, config.tls_ca.as_deref()) => match channel {
+            Ok(channel) => channel,
+            Err(error) if error.contains("has no scheme") || error.contains("is not a URL") => return LinkEnd::Refused(error),
+            Err(error) => return lost(error),
+        },
+    };
+    let mut client = WorkersClient::with_interceptor(channel, bearer);
     // Listen for device changes before the snapshot, so that none falls between.
     let mut events: Vec<_> = slots.iter().map(|s| s.driver.events()).collect();
     let (out, outbound) = mpsc::channel::<grpc::WorkerMessage>(1024);
@@ -154,16 +230,26 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
         devices: slots.iter().map(|s| s.device()).collect(),
         labels: Default::default(),
     };
-    out.send(send(worker_message::Kind::Register(register))).await.map_err(|e| e.to_string())?;
-    let mut inbound =
-        client.link(ReceiverStream::new(outbound)).await.map_err(|e| e.message().to_owned())?.into_inner();
+    if out.send(send(worker_message::Kind::Register(register))).await.is_err() {
+        return lost("the outbound stream closed".into());
+    }
+    let mut inbound = tokio::select! {
+        _ = cancel.cancelled() => return LinkEnd::Stopped,
+        linked = client.link(ReceiverStream::new(outbound)) => match linked {
+            Ok(response) => response.into_inner(),
+            Err(status) if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => {
+                return LinkEnd::Refused(status.message().to_owned());
+            }
+            Err(status) => return lost(status.message().to_owned()),
+        },
+    };
     let (changed_tx, mut changed) = mpsc::channel::<usize>(256);
     let link_cancel = cancel.child_token();
     let _stop_watchers = link_cancel.clone().drop_guard();
     for (index, mut rx) in events.drain(..).enumerate() {
         let changed_tx = changed_tx.clone();
         let stop = link_cancel.clone();
-        tokio::spawn(async move {
+        attempts.spawn(async move {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
@@ -180,53 +266,106 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
             }
         });
     }
-    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let running: Arc<Running> = Arc::default();
     let parsed: Arc<ParsedFiles> = Arc::default();
-    let mut heartbeat = tokio::time::interval(Duration::from_secs(5));
+    let mut heartbeat_every = DEFAULT_HEARTBEAT;
+    let mut heartbeat = tokio::time::interval(heartbeat_every);
+    // The coordinator sends a keepalive every heartbeat; three missed and
+    // it is taken for gone (a frozen process, a half-open connection).
+    let mut last_heard = tokio::time::Instant::now();
     // What the coordinator was last told of each device; a change that no
     // event announced (an attempt of an earlier link ending) is caught here.
     let mut told: Vec<grpc::Device> = slots.iter().map(|s| s.device()).collect();
     let mut refresh = tokio::time::interval(Duration::from_secs(1));
     let mut draining = false;
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => {
-                let _ = out.send(send(worker_message::Kind::GoingAway(grpc::GoingAway { reason: "the worker is stopping".into() }))).await;
-                return Ok(());
+    let mut registered = false;
+    let mut stopping: Option<tokio::time::Instant> = None;
+    let lost = |error: String, registered: bool| LinkEnd::Lost { error, registered };
+    macro_rules! send_or_lost {
+        ($message:expr) => {
+            if out.send($message).await.is_err() {
+                return lost("the coordinator's stream closed".into(), registered);
             }
+        };
+    }
+    loop {
+        if let Some(deadline) = stopping {
+            let left: Vec<(String, CancellationToken)> =
+                running.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            if left.is_empty() || tokio::time::Instant::now() >= deadline {
+                for (lease_id, stop) in left {
+                    stop.cancel();
+                    let handed_back = grpc::AttemptResult {
+                        lease_id,
+                        infrastructure_failure: true,
+                        error: "the worker stopped before the attempt finished".into(),
+                        ..Default::default()
+                    };
+                    let _ = out.send(send(worker_message::Kind::Attempt(handed_back))).await;
+                }
+                let going = grpc::GoingAway { reason: "the worker is stopping".into() };
+                let _ = out.send(send(worker_message::Kind::GoingAway(going))).await;
+                // Let the stream carry what is queued before it is dropped.
+                let _ = tokio::time::timeout(Duration::from_secs(2), out.closed()).await;
+                return LinkEnd::Stopped;
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled(), if stopping.is_none() => {
+                let n = running.lock().len();
+                info!(attempts = n, deadline_s = DRAIN_DEADLINE.as_secs(), "stopping: running attempts finish first, no new ones start");
+                stopping = Some(tokio::time::Instant::now() + DRAIN_DEADLINE);
+                draining = true;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
             Some(index) = changed.recv() => {
                 let device = slots[index].device();
                 told[index] = device.clone();
-                out.send(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) }))).await.map_err(|e| e.to_string())?;
+                send_or_lost!(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) })));
             }
             _ = refresh.tick() => {
                 for (index, slot) in slots.iter().enumerate() {
                     let device = slot.device();
                     if device != told[index] {
                         told[index] = device.clone();
-                        out.send(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) }))).await.map_err(|e| e.to_string())?;
+                        send_or_lost!(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) })));
                     }
+                }
+                if last_heard.elapsed() > heartbeat_every * 3 {
+                    return lost(format!("the coordinator went silent for {} s", last_heard.elapsed().as_secs()), registered);
                 }
             }
             _ = heartbeat.tick() => {
-                let lease_ids: Vec<String> = running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
-                out.send(send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids }))).await.map_err(|e| e.to_string())?;
+                let lease_ids: Vec<String> = running.lock().keys().cloned().collect();
+                send_or_lost!(send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids })));
             }
             message = inbound.message() => {
-                let message = message.map_err(|e| e.message().to_owned())?.ok_or("the coordinator ended the stream")?;
+                let message = match message {
+                    Ok(Some(message)) => message,
+                    Ok(None) => return lost("the coordinator ended the stream".into(), registered),
+                    Err(status) => return lost(status.message().to_owned(), registered),
+                };
+                last_heard = tokio::time::Instant::now();
                 match message.kind {
-                    Some(coordinator_message::Kind::Registered(registered)) => {
-                        info!(worker = %registered.worker_id, "registered with the coordinator");
+                    Some(coordinator_message::Kind::Registered(reply)) => {
+                        info!(worker = %reply.worker_id, heartbeat_ms = reply.heartbeat_ms, "registered with the coordinator");
+                        registered = true;
+                        if reply.heartbeat_ms > 0 {
+                            heartbeat_every = Duration::from_millis(u64::from(reply.heartbeat_ms));
+                            heartbeat = tokio::time::interval(heartbeat_every);
+                        }
                     }
                     Some(coordinator_message::Kind::Lease(lease)) if !draining => {
-                        let Some(slot) = slots.iter().find(|s| s.config.name == lease.slot).cloned() else {
+                        let Some(index) = slots.iter().position(|s| s.config.name == lease.slot) else {
                             warn!(slot = %lease.slot, "lease for a slot this worker does not have");
                             continue;
                         };
-                        running.lock().unwrap_or_else(|p| p.into_inner()).insert(lease.lease_id.clone());
-                        let (out, running, index) = (out.clone(), running.clone(), slots.iter().position(|s| Arc::ptr_eq(s, &slot)).unwrap_or(0));
+                        let slot = slots[index].clone();
+                        let stop = CancellationToken::new();
+                        running.lock().insert(lease.lease_id.clone(), stop.clone());
+                        let (out, running) = (out.clone(), running.clone());
                         let (changed_tx, parsed) = (changed_tx.clone(), parsed.clone());
-                        tokio::spawn(async move {
+                        attempts.spawn(async move {
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
                             let _ = changed_tx.send(index).await;
                             let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name, trace_context = tracing::field::Empty);
@@ -236,14 +375,31 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                                 let step = grpc::StepResult {
                                     lease_id: lease_id.clone(),
                                     index: index as u32,
-                                    run_step_json: serde_json::to_string(step).unwrap_or_default(),
+                                    run_step_json: serde_json::to_string(step).expect("a step is plain data"),
                                 };
                                 let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
                             };
-                            let result = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, on_step), span).await;
+                            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, on_step), span.clone());
+                            let result = tokio::select! {
+                                result = attempt => Some(result),
+                                _ = stop.cancelled() => None,
+                            };
+                            if result.is_none() {
+                                // Cancelled: the call in flight was dropped; the
+                                // slot's `after` hook puts the device back.
+                                span.in_scope(|| info!("attempt cancelled; the app is no longer driven"));
+                                if let Some(after) = &slot.config.hooks.after {
+                                    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
+                                    if let Err(error) = crate::slots::run_hook("after", after, &placeholders).await {
+                                        warn!(%error, "the after hook failed");
+                                    }
+                                }
+                            }
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
-                            running.lock().unwrap_or_else(|p| p.into_inner()).remove(&lease.lease_id);
-                            let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
+                            if let Some(result) = result {
+                                let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
+                            }
+                            running.lock().remove(&lease.lease_id);
                             let _ = changed_tx.send(index).await;
                         });
                     }
@@ -254,7 +410,16 @@ async fn link(config: &WorkerConfig, slots: &Arc<Vec<Arc<Slot>>>, cancel: &Cance
                         info!(reason = %drain.reason, "draining: current attempts finish, no new ones start");
                         draining = true;
                     }
-                    Some(coordinator_message::Kind::Cancel(_)) | Some(coordinator_message::Kind::Keepalive(_)) | None => {}
+                    Some(coordinator_message::Kind::Cancel(cancelled)) => {
+                        match running.lock().get(&cancelled.lease_id) {
+                            Some(stop) => {
+                                info!(lease = %cancelled.lease_id, reason = %cancelled.reason, "cancelling an attempt");
+                                stop.cancel();
+                            }
+                            None => info!(lease = %cancelled.lease_id, "cancel for an attempt that is not running"),
+                        }
+                    }
+                    Some(coordinator_message::Kind::Keepalive(_)) | None => {}
                 }
             }
         }
@@ -338,7 +503,10 @@ async fn run_lease(
         Ok(case) => case,
         Err(error) => return infra(error),
     };
-    let config_value: serde_json::Value = serde_json::from_str(&lease.config_json).unwrap_or_default();
+    let config_value: serde_json::Value = match serde_json::from_str(&lease.config_json) {
+        Ok(value) => value,
+        Err(error) => return infra(format!("the lease's case configuration is not JSON: {error}")),
+    };
     let config = match CasesConfig::from_json(&config_value, Path::new(".")) {
         Ok(config) => config,
         Err(error) => return infra(error.to_string()),

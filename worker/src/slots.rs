@@ -15,8 +15,12 @@
 //! hooks.on_failure = "xcrun simctl io {udid} screenshot /tmp/{case}-{attempt}.png"
 //! ```
 //!
-//! Hooks run with `sh -c`; `{port}`, `{bridge}`, `{udid}`, `{serial}`,
-//! `{slot}`, `{platform}`, `{case}` and `{attempt}` are replaced first. A
+//! Hooks run with `sh -c`. What they are about reaches them in the
+//! environment: `ARGUS_PORT`, `ARGUS_BRIDGE`, `ARGUS_UDID`, `ARGUS_SERIAL`,
+//! `ARGUS_SLOT`, `ARGUS_PLATFORM`, `ARGUS_CASE` and `ARGUS_ATTEMPT`. The
+//! placeholders `{port}` … `{attempt}` stand for `"${ARGUS_PORT}"` …: a
+//! quoted reference the shell expands, never text it parses, because a case
+//! id is whatever a case file says (`x$(touch pwned)` runs nothing). A
 //! `before` hook that fails makes the attempt an infrastructure failure (it
 //! runs again elsewhere); `after` and `on_failure` failures are logged.
 
@@ -83,18 +87,30 @@ impl SlotConfig {
         }
     }
 
-    pub fn placeholders(&self, case: &str, attempt: u32) -> Vec<(&'static str, String)> {
+    /// What a hook of this slot is told about an attempt: each placeholder
+    /// and the environment variable that carries its value.
+    pub fn placeholders(&self, case: &str, attempt: u32) -> Vec<Placeholder> {
+        let value = |name, env, value: String| Placeholder { name, env, value };
         vec![
-            ("{port}", self.port.to_string()),
-            ("{bridge}", self.bridge.clone()),
-            ("{udid}", self.udid.clone().unwrap_or_default()),
-            ("{serial}", self.serial.clone().unwrap_or_default()),
-            ("{slot}", self.name.clone()),
-            ("{platform}", self.platform.clone()),
-            ("{case}", case.to_owned()),
-            ("{attempt}", attempt.to_string()),
+            value("{port}", "ARGUS_PORT", self.port.to_string()),
+            value("{bridge}", "ARGUS_BRIDGE", self.bridge.clone()),
+            value("{udid}", "ARGUS_UDID", self.udid.clone().unwrap_or_default()),
+            value("{serial}", "ARGUS_SERIAL", self.serial.clone().unwrap_or_default()),
+            value("{slot}", "ARGUS_SLOT", self.name.clone()),
+            value("{platform}", "ARGUS_PLATFORM", self.platform.clone()),
+            value("{case}", "ARGUS_CASE", case.to_owned()),
+            value("{attempt}", "ARGUS_ATTEMPT", attempt.to_string()),
         ]
     }
+}
+
+/// One value a hook is told: `{case}` in its command, `ARGUS_CASE` in its
+/// environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placeholder {
+    pub name: &'static str,
+    pub env: &'static str,
+    pub value: String,
 }
 
 /// `worker.toml`.
@@ -136,13 +152,18 @@ impl WorkerFile {
     }
 }
 
-/// Runs a hook with its placeholders filled in.
-pub async fn run_hook(which: &str, command: &str, placeholders: &[(&'static str, String)]) -> Result<(), String> {
-    let mut line = command.to_owned();
-    for (name, value) in placeholders {
-        line = line.replace(name, value);
+/// Runs a hook: its values in the environment, each placeholder replaced by
+/// a quoted reference to its variable. Errors quote the command as written,
+/// without the values.
+pub async fn run_hook(which: &str, command: &str, placeholders: &[Placeholder]) -> Result<(), String> {
+    let mut script = command.to_owned();
+    let mut child = tokio::process::Command::new("sh");
+    for placeholder in placeholders {
+        script = script.replace(placeholder.name, &format!("\"${{{}}}\"", placeholder.env));
+        child.env(placeholder.env, &placeholder.value);
     }
-    let child = tokio::process::Command::new("sh").arg("-c").arg(&line).kill_on_drop(true).output();
+    let line = command;
+    let child = child.arg("-c").arg(&script).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
     match tokio::time::timeout(HOOK_TIMEOUT, child).await {
         Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", HOOK_TIMEOUT.as_secs())),
         Ok(Err(e)) => Err(format!("the {which} hook `{line}` could not start: {e}")),
@@ -208,5 +229,26 @@ serial = "emulator-5554"
         let _ = std::fs::remove_file(out);
         let err = run_hook("before", "echo 'no such simulator' >&2; exit 4", &[]).await.unwrap_err();
         assert_eq!(err, "the before hook `echo 'no such simulator' >&2; exit 4` exited with 4: no such simulator");
+    }
+
+    #[tokio::test]
+    async fn a_hostile_case_id_reaches_a_hook_as_text_and_runs_nothing() {
+        let slot = WorkerFile::parse(FILE, "worker.toml").unwrap().slots.remove(0);
+        let dir = std::env::temp_dir().join(format!("argus-hostile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pwned = dir.join("pwned");
+        let case = format!("x$(touch {}); `touch {}` it's \"[a=1]\" *", pwned.display(), pwned.display());
+        let out = dir.join("out");
+        let placeholders = slot.placeholders(&case, 1);
+        // A placeholder on its own, inside other text, and the variable itself.
+        let command = format!(
+            "printf '%s\\n' {{case}} > {out}; printf '%s\\n' pre-{{case}}-post >> {out}; printf '%s\\n' \"$ARGUS_CASE\" >> {out}",
+            out = out.display()
+        );
+        run_hook("before", &command, &placeholders).await.unwrap();
+        let written = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(written, format!("{case}\npre-{case}-post\n{case}\n"));
+        assert!(!pwned.exists(), "the case id ran a command");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

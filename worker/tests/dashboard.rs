@@ -113,7 +113,8 @@ async fn submit_and_wait(url: &str, branch: &str, source: &str) -> String {
         ..Default::default()
     };
     let run_id = runs.submit(request).await.unwrap().into_inner().run_id;
-    let mut updates = runs.watch(grpc::WatchRequest { run_id: run_id.clone() }).await.unwrap().into_inner();
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: run_id.clone(), after_seq: 0 }).await.unwrap().into_inner();
     while let Some(update) = updates.message().await.unwrap() {
         if let Some(run_update::Kind::RunFinished(_)) = update.kind {
             break;

@@ -115,7 +115,8 @@ async fn wait_for_devices(url: &str, count: usize) {
 async fn run_to_end(url: &str, request: grpc::SubmitRequest) -> (Vec<RunCase>, Vec<String>, RunManifest) {
     let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
     let submitted = runs.submit(request).await.unwrap().into_inner();
-    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone() }).await.unwrap().into_inner();
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone(), after_seq: 0 }).await.unwrap().into_inner();
     let (mut lines, mut infra) = (Vec::new(), Vec::new());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
@@ -426,7 +427,8 @@ async fn a_cancelled_run_is_cut_short_and_frees_the_fleet() {
     wait_for_devices(&grid.url, 2).await;
     let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
     let submitted = runs.submit(request(slow_suite(8, 1_000))).await.unwrap().into_inner();
-    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone() }).await.unwrap().into_inner();
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone(), after_seq: 0 }).await.unwrap().into_inner();
     tokio::time::sleep(Duration::from_millis(400)).await;
     runs.cancel(grpc::CancelRequest { run_id: submitted.run_id.clone() }).await.unwrap();
     let manifest = loop {
@@ -508,7 +510,8 @@ async fn steps_stream_to_the_client_as_they_finish() {
     wait_for_devices(&grid.url, 1).await;
     let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
     let submitted = runs.submit(request(slow_suite(1, 300))).await.unwrap().into_inner();
-    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id }).await.unwrap().into_inner();
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: submitted.run_id, after_seq: 0 }).await.unwrap().into_inner();
     let mut steps = Vec::new();
     loop {
         let update = tokio::time::timeout(Duration::from_secs(10), updates.message()).await.unwrap().unwrap().unwrap();
@@ -582,7 +585,7 @@ async fn a_priority_three_run_gets_three_devices_for_each_of_a_priority_one_run(
         let mut submit = request(slow_suite(24, 150));
         submit.priority = priority;
         let run_id = client.submit(submit).await.unwrap().into_inner().run_id;
-        let mut updates = client.watch(grpc::WatchRequest { run_id }).await.unwrap().into_inner();
+        let mut updates = client.watch(grpc::WatchRequest { run_id, after_seq: 0 }).await.unwrap().into_inner();
         let tx = tx.clone();
         runs.push(tokio::spawn(async move {
             while let Some(update) = updates.message().await.unwrap() {
@@ -657,7 +660,8 @@ async fn a_metrics_scrape_shows_the_run_its_queue_and_the_fleet() {
     assert_eq!(value(&during, "argus_leases_active"), 2.0);
     assert_eq!(value(&during, "argus_devices{state=\"busy\"}"), 2.0);
 
-    let mut updates = client.watch(grpc::WatchRequest { run_id: run_id.clone() }).await.unwrap().into_inner();
+    let mut updates =
+        client.watch(grpc::WatchRequest { run_id: run_id.clone(), after_seq: 0 }).await.unwrap().into_inner();
     while let Some(update) = updates.message().await.unwrap() {
         if let Some(run_update::Kind::RunFinished(_)) = update.kind {
             break;

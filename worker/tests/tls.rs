@@ -70,7 +70,8 @@ async fn a_worker_and_a_client_run_a_suite_over_tls() {
         .await
         .unwrap()
         .into_inner();
-    let mut updates = runs.watch(grpc::WatchRequest { run_id: submitted.run_id }).await.unwrap().into_inner();
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: submitted.run_id, after_seq: 0 }).await.unwrap().into_inner();
     loop {
         let update = tokio::time::timeout(Duration::from_secs(20), updates.message()).await.unwrap().unwrap().unwrap();
         if let Some(run_update::Kind::RunFinished(done)) = update.kind {

@@ -6,7 +6,8 @@
 macro_rules! run_select {
     () => {
         "SELECT id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, priority, \
-         started_at, finished_at, manifest_json, platform, result, cases, passed, failed, retried FROM runs"
+         started_at, finished_at, manifest_json, platform, result, cases, passed, failed, retried, detached, \
+         waiting_reason FROM runs"
     };
 }
 
@@ -165,7 +166,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO runs (id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, \
-             priority, started_at, manifest_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             priority, started_at, manifest_json, detached) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&run.id)
         .bind(&run.project)
@@ -178,6 +179,7 @@ impl Store {
         .bind(i64::from(run.priority))
         .bind(run.started_at)
         .bind(&run.manifest_json)
+        .bind(i64::from(run.detached))
         .execute(&mut *tx)
         .await?;
         for (path, source) in &run.files {
@@ -281,15 +283,63 @@ impl Store {
         Ok(granted)
     }
 
-    /// Moves the deadline of open leases (heartbeats).
+    /// Moves the deadline of open leases (heartbeats): one statement per
+    /// chunk of leases.
     pub async fn extend_leases(&self, lease_ids: &[String], deadline: i64) -> Result<(), StoreError> {
-        for id in lease_ids {
-            sqlx::query("UPDATE leases SET deadline = $1 WHERE id = $2 AND ended_at IS NULL")
-                .bind(deadline)
-                .bind(id)
-                .execute(&self.pool)
-                .await?;
+        for chunk in lease_ids.chunks(ROWS_PER_INSERT) {
+            let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+            let sql = format!("UPDATE leases SET deadline = $1 WHERE ended_at IS NULL AND id IN ({})", ids.join(", "));
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(deadline);
+            for id in chunk {
+                query = query.bind(id);
+            }
+            query.execute(&self.pool).await?;
         }
+        Ok(())
+    }
+
+    /// Cancels a run in one transaction: its open leases end, their attempts
+    /// are done (as infrastructure, with `reason`), its waiting attempts are
+    /// dropped, and the run gets `manifest_json` (cut short: no totals).
+    pub async fn cancel_run(&self, run_id: &str, reason: &str, at: i64, manifest_json: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE run_id = $3 AND ended_at IS NULL")
+            .bind(at)
+            .bind(reason)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE attempts SET state = 'done', infrastructure = 1, error = $1, finished_at = $2 \
+             WHERE run_id = $3 AND state = 'leased'",
+        )
+        .bind(reason)
+        .bind(at)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE attempts SET state = 'cancelled', error = $1, finished_at = $2 WHERE run_id = $3 AND state = 'pending'")
+            .bind(reason)
+            .bind(at)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        let updated = sqlx::query(
+            "UPDATE runs SET finished_at = $1, manifest_json = $2, result = 'cancelled', waiting_reason = NULL \
+             WHERE id = $3 AND finished_at IS NULL",
+        )
+        .bind(at)
+        .bind(manifest_json)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            // Finished or cancelled already; nothing of it changes.
+            tx.rollback().await?;
+            return Ok(());
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -333,10 +383,11 @@ impl Store {
             }
             let sql = format!(
                 "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
-                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7 FROM (VALUES {}) AS v \
+                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8 \
+                 FROM (VALUES {}) AS v \
                  WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
                  RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
-                placeholders(current.len(), 7)
+                placeholders(current.len(), 8)
             );
             // Built from constants and numbered placeholders only.
             let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(sql));
@@ -348,7 +399,8 @@ impl Store {
                     .bind(&outcome.error)
                     .bind(outcome.finished_at)
                     .bind(outcome.ms)
-                    .bind(&outcome.run_case_json);
+                    .bind(&outcome.run_case_json)
+                    .bind(outcome.seq);
             }
             for (lease_id, run_id, case_id, attempt, try_no) in query.fetch_all(&mut *tx).await? {
                 finished.insert(lease_id, AttemptKey { run_id, case_id, attempt, try_no });
@@ -391,9 +443,16 @@ impl Store {
     }
 
     /// Ends a lease the coordinator takes back (worker or device lost,
-    /// deadline passed): the attempt is marked an infrastructure failure.
-    /// `Ok(None)` when the lease had already ended.
-    pub async fn revoke_lease(&self, lease_id: &str, reason: &str, at: i64) -> Result<Option<AttemptKey>, StoreError> {
+    /// deadline passed): the attempt is marked an infrastructure failure,
+    /// at `seq` in its run's updates. `Ok(None)` when the lease had already
+    /// ended.
+    pub async fn revoke_lease(
+        &self,
+        lease_id: &str,
+        reason: &str,
+        at: i64,
+        seq: i64,
+    ) -> Result<Option<AttemptKey>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let ended = sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
             .bind(at)
@@ -411,11 +470,12 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         sqlx::query(
-            "UPDATE attempts SET state = 'done', infrastructure = 1, error = $1, finished_at = $2 \
-             WHERE lease_id = $3 AND state = 'leased'",
+            "UPDATE attempts SET state = 'done', infrastructure = 1, error = $1, finished_at = $2, seq = $3 \
+             WHERE lease_id = $4 AND state = 'leased'",
         )
         .bind(reason)
         .bind(at)
+        .bind(seq)
         .bind(lease_id)
         .execute(&mut *tx)
         .await?;
@@ -463,7 +523,7 @@ impl Store {
         let count = |pick: fn(&argus_proto::run::RunTotals) -> u64| totals.as_ref().map(|t| pick(t) as i64);
         let updated = sqlx::query(
             "UPDATE runs SET finished_at = $1, manifest_json = $2, platform = $3, result = $4, cases = $5, \
-             passed = $6, failed = $7, retried = $8 WHERE id = $9",
+             passed = $6, failed = $7, retried = $8, waiting_reason = NULL WHERE id = $9",
         )
         .bind(finished_at)
         .bind(manifest_json)
@@ -493,6 +553,30 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
+
+    /// A run's finished attempts (infrastructure failures included), in the
+    /// order of their updates: what a restarted coordinator replays to a
+    /// client that watches again.
+    pub async fn run_log(&self, run_id: &str) -> Result<Vec<LogRow>, StoreError> {
+        Ok(sqlx::query_as::<_, LogRow>(
+            "SELECT seq, case_id, attempt, infrastructure, error, run_case_json, device_id, worker_id, platform \
+             FROM attempts WHERE run_id = $1 AND state = 'done' \
+             ORDER BY COALESCE(seq, 0), finished_at, case_id, attempt, try_no",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Why a run waits (`None`: it does not), for the dashboard.
+    pub async fn set_waiting(&self, run_id: &str, reason: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET waiting_reason = $1 WHERE id = $2")
+            .bind(reason)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// The median of a case's last `window` passing attempts on a platform.
@@ -565,7 +649,10 @@ async fn insert_pending(
     at: i64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES ($1, $2, $3, $4, 'pending', $5)",
+        // Idempotent: a try whose commit's answer was lost is queued again
+        // without a duplicate.
+        "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES ($1, $2, $3, $4, 'pending', $5) \
+         ON CONFLICT DO NOTHING",
     )
     .bind(run_id)
     .bind(case_id)

@@ -12,6 +12,8 @@ pub struct NewRun {
     pub config_json: String,
     pub retries: u32,
     pub priority: u32,
+    /// Goes on when no client watches it.
+    pub detached: bool,
     pub started_at: i64,
     /// The `RunManifest` as written at the start.
     pub manifest_json: String,
@@ -88,6 +90,22 @@ pub struct AttemptOutcome {
     pub ms: i64,
     pub run_case_json: Option<String>,
     pub steps: Vec<StepRow>,
+    /// Its place in the run's updates (`RunUpdate.seq`).
+    pub seq: i64,
+}
+
+/// A finished attempt as a run's update log replays it, in `seq` order.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct LogRow {
+    pub seq: Option<i64>,
+    pub case_id: String,
+    pub attempt: i64,
+    pub infrastructure: i64,
+    pub error: Option<String>,
+    pub run_case_json: Option<String>,
+    pub device_id: Option<String>,
+    pub worker_id: Option<String>,
+    pub platform: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -112,6 +130,9 @@ pub struct RunRow {
     pub passed: Option<i64>,
     pub failed: Option<i64>,
     pub retried: Option<i64>,
+    pub detached: i64,
+    /// Why the run waits, while no device can take its attempts.
+    pub waiting_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]

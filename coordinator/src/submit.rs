@@ -1,0 +1,154 @@
+//! What a Submit must be before the coordinator takes it: the same checks
+//! `argus run` makes locally (a client may be anything that speaks gRPC),
+//! plus bounds on what one run may ask of the fleet. Pure: request in,
+//! checked suite or the problems out; the gRPC handler runs it, so the
+//! owner task never parses a suite.
+
+use std::path::Path;
+
+use argus_cases::{Case, CasesConfig, suite};
+use argus_proto::grpc;
+
+use crate::scheduler::Selector;
+
+/// The most retries a run may ask for: each one can hold a device for a
+/// whole case again.
+pub const MAX_RETRIES: u32 = 10;
+/// The highest priority a run may have (fair share weight).
+pub const MAX_PRIORITY: u32 = 100;
+/// The longest project, branch, commit or trigger text.
+pub const MAX_LABEL_CHARS: usize = 256;
+
+/// A Submit that passed every check.
+#[derive(Debug)]
+pub struct CheckedSuite {
+    pub request: grpc::SubmitRequest,
+    pub cases: Vec<Case>,
+    pub selector: Selector,
+    /// The case configuration as the workers will read it.
+    pub config_json: String,
+    pub priority: u32,
+}
+
+/// Checks a Submit; every problem, one a line, each naming where it is.
+pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, String> {
+    let mut problems = Vec::new();
+    if request.cases.is_empty() {
+        problems.push("a run needs at least one case file".to_owned());
+    }
+    if request.retries > MAX_RETRIES {
+        problems.push(format!("retries {}: a run may retry a case {MAX_RETRIES} times at most", request.retries));
+    }
+    if request.priority > MAX_PRIORITY {
+        problems.push(format!("priority {}: the highest is {MAX_PRIORITY}", request.priority));
+    }
+    for (field, value) in [
+        ("project", &request.project),
+        ("branch", &request.branch),
+        ("commit", &request.commit),
+        ("trigger", &request.trigger),
+    ] {
+        if value.chars().count() > MAX_LABEL_CHARS {
+            problems.push(format!("{field}: {} characters; {MAX_LABEL_CHARS} at most", value.chars().count()));
+        }
+        if value.chars().any(char::is_control) {
+            problems.push(format!("{field}: control characters are not allowed"));
+        }
+    }
+    let config_json = if request.config_json.trim().is_empty() { "{}".to_owned() } else { request.config_json.clone() };
+    let config = match serde_json::from_str::<serde_json::Value>(&config_json) {
+        Ok(value) if value.is_object() => match CasesConfig::from_json(&value, Path::new(".")) {
+            Ok(config) => Some(config),
+            Err(error) => {
+                problems.push(format!("config_json: {error}"));
+                None
+            }
+        },
+        Ok(other) => {
+            problems.push(format!("config_json: the case configuration is a JSON object, not {other}"));
+            None
+        }
+        Err(error) => {
+            problems.push(format!("config_json: not JSON: {error}"));
+            None
+        }
+    };
+    let files: Vec<(String, String)> = request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect();
+    let mut cases = Vec::new();
+    if let Some(config) = &config {
+        match suite::check_sources(&files, config, "the suite") {
+            Ok(checked) => cases = checked,
+            Err(errors) => problems.extend(errors.iter().map(ToString::to_string)),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
+    let selector = request
+        .selector
+        .clone()
+        .map(|s| Selector {
+            platform: (!s.platform.is_empty()).then_some(s.platform),
+            labels: s.labels.into_iter().collect(),
+            app: (!s.app.is_empty()).then_some(s.app),
+        })
+        .unwrap_or_default();
+    let priority = request.priority.max(1);
+    Ok(CheckedSuite { request, cases, selector, config_json, priority })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(source: &str) -> grpc::SubmitRequest {
+        grpc::SubmitRequest {
+            cases: vec![grpc::CaseFile { path: "cases/a.md".into(), source: source.into() }],
+            retries: 1,
+            ..Default::default()
+        }
+    }
+
+    const GOOD: &str = "---\nid: a\n---\nsteps:\n  - app.back\n";
+
+    #[test]
+    fn a_good_suite_is_taken_with_its_defaults() {
+        let checked = check(request(GOOD)).unwrap();
+        assert_eq!(checked.cases.len(), 1);
+        assert_eq!(checked.config_json, "{}");
+        assert_eq!(checked.priority, 1);
+    }
+
+    #[test]
+    fn what_the_local_check_refuses_the_coordinator_refuses() {
+        let unknown = check(request("---\nid: a\n---\nsteps:\n  - app.teleport: x\n")).unwrap_err();
+        assert_eq!(
+            unknown,
+            "cases/a.md:5: app.teleport is not a step: lynkeus has no command teleport, and the project declares no macro for it"
+        );
+        let climbing = grpc::SubmitRequest {
+            cases: vec![grpc::CaseFile { path: "../../../../etc/passwd.md".into(), source: GOOD.into() }],
+            ..Default::default()
+        };
+        assert_eq!(
+            check(climbing).unwrap_err(),
+            "../../../../etc/passwd.md: a case file's path may not climb out of the suite with `..`"
+        );
+    }
+
+    #[test]
+    fn bad_configuration_and_unbounded_asks_are_refused() {
+        let bad_json = grpc::SubmitRequest { config_json: "{not json".into(), ..request(GOOD) };
+        let error = check(bad_json).unwrap_err();
+        assert!(error.starts_with("config_json: not JSON: key must be a string"), "{error}");
+        let not_object = grpc::SubmitRequest { config_json: "[1]".into(), ..request(GOOD) };
+        assert_eq!(check(not_object).unwrap_err(), "config_json: the case configuration is a JSON object, not [1]");
+        let greedy = grpc::SubmitRequest { retries: u32::MAX, priority: 1000, ..request(GOOD) };
+        assert_eq!(
+            check(greedy).unwrap_err(),
+            "retries 4294967295: a run may retry a case 10 times at most\npriority 1000: the highest is 100"
+        );
+        let empty = grpc::SubmitRequest { cases: vec![], ..request(GOOD) };
+        assert_eq!(check(empty).unwrap_err(), "a run needs at least one case file");
+    }
+}

@@ -1,0 +1,115 @@
+//! Whether a run with attempts waiting can make progress, and if not, why:
+//! a pure function of its selector and the fleet, so that a run never waits
+//! in silence. A device counts while its app is attached (idle or busy) and
+//! nothing keeps it out; one that is quarantined, drained, waiting for its
+//! app or disconnected does not, and the reason names each.
+
+use crate::scheduler::{Capabilities, Selector};
+
+/// Why a device can or cannot take work now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// Its app is attached and nothing keeps it out.
+    Ready,
+    Quarantined(String),
+    Draining,
+    /// The driver listens; no app has said hello.
+    NoApp,
+    Disconnected,
+}
+
+/// A device as this decision sees it.
+#[derive(Debug, Clone)]
+pub struct DeviceView<'a> {
+    pub id: &'a str,
+    pub caps: &'a Capabilities,
+    pub availability: Availability,
+}
+
+/// `None` when some device could take the run's attempts; else why not.
+pub fn why_waiting(selector: &Selector, devices: &[DeviceView<'_>]) -> Option<String> {
+    let mut matching: Vec<&DeviceView<'_>> = devices
+        .iter()
+        .filter(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() }))
+        .collect();
+    if matching.iter().any(|d| d.availability == Availability::Ready) {
+        return None;
+    }
+    if matching.is_empty() {
+        let fleet = if devices.is_empty() { "no devices are connected".to_owned() } else { summary(devices) };
+        return Some(format!("no device matches {}; the fleet: {fleet}", selector.describe()));
+    }
+    matching.sort_by_key(|d| d.id);
+    let states: Vec<String> = matching.iter().map(|d| format!("{} {}", d.id, state(&d.availability))).collect();
+    Some(format!("every device that matches {} is out: {}", selector.describe(), states.join(", ")))
+}
+
+fn state(availability: &Availability) -> String {
+    match availability {
+        Availability::Ready => "ready".into(),
+        Availability::Quarantined(reason) => format!("quarantined ({reason})"),
+        Availability::Draining => "draining".into(),
+        Availability::NoApp => "waiting for its app".into(),
+        Availability::Disconnected => "disconnected".into(),
+    }
+}
+
+fn summary(devices: &[DeviceView<'_>]) -> String {
+    let mut all: Vec<String> = devices.iter().map(|d| format!("{} {}", d.id, d.caps.platform)).collect();
+    all.sort();
+    all.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(platform: &str) -> Capabilities {
+        Capabilities { platform: platform.into(), ..Capabilities::default() }
+    }
+
+    fn ios() -> Selector {
+        Selector { platform: Some("ios".into()), ..Selector::default() }
+    }
+
+    #[test]
+    fn a_run_waits_for_nothing_while_one_match_is_ready() {
+        let (a, b) = (caps("ios"), caps("ios"));
+        let devices = [
+            DeviceView { id: "w/1", caps: &a, availability: Availability::Quarantined("sick".into()) },
+            DeviceView { id: "w/2", caps: &b, availability: Availability::Ready },
+        ];
+        assert_eq!(why_waiting(&ios(), &devices), None);
+    }
+
+    #[test]
+    fn when_every_match_is_out_the_reason_names_each() {
+        let (a, b, c, d) = (caps("ios"), caps("ios"), caps("ios"), caps("android"));
+        let devices = [
+            DeviceView { id: "w/2", caps: &b, availability: Availability::Draining },
+            DeviceView {
+                id: "w/1",
+                caps: &a,
+                availability: Availability::Quarantined("3 infrastructure failures in a row".into()),
+            },
+            DeviceView { id: "w/3", caps: &c, availability: Availability::Disconnected },
+            DeviceView { id: "w/4", caps: &d, availability: Availability::Ready },
+        ];
+        assert_eq!(
+            why_waiting(&ios(), &devices).unwrap(),
+            "every device that matches platform=ios is out: w/1 quarantined (3 infrastructure failures in a row), \
+             w/2 draining, w/3 disconnected"
+        );
+    }
+
+    #[test]
+    fn when_nothing_matches_the_fleet_is_listed() {
+        let a = caps("android");
+        let devices = [DeviceView { id: "w/1", caps: &a, availability: Availability::Ready }];
+        assert_eq!(why_waiting(&ios(), &devices).unwrap(), "no device matches platform=ios; the fleet: w/1 android");
+        assert_eq!(
+            why_waiting(&ios(), &[]).unwrap(),
+            "no device matches platform=ios; the fleet: no devices are connected"
+        );
+    }
+}
