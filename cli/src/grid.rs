@@ -131,13 +131,14 @@ pub struct StandaloneArgs {
 
 #[derive(clap::Args)]
 pub struct ViewArgs {
-    #[arg(long, env = "ARGUS_COORDINATOR", default_value = "http://127.0.0.1:7171")]
+    /// The coordinator's gRPC URL (before or after a subcommand).
+    #[arg(long, global = true, env = "ARGUS_COORDINATOR", default_value = "http://127.0.0.1:7171")]
     coordinator: String,
     /// The coordinator's client token, if it requires one.
-    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The CA certificate (PEM) of an https:// coordinator, if private.
-    #[arg(long, env = "ARGUS_TLS_CA")]
+    #[arg(long, global = true, env = "ARGUS_TLS_CA")]
     tls_ca: Option<PathBuf>,
     /// How many runs to list.
     #[arg(long, default_value_t = 20)]

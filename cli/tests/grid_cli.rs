@@ -1,59 +1,12 @@
 //! The grid from the command line: the demo, and `argus run` on a local
 //! grid, through real processes and sockets.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 
 use argus_proto::run::RunDir;
-
-const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("argus-cli-{name}-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
-
-struct Sims(Vec<Child>);
-
-impl Sims {
-    fn start(ports: &[u16]) -> Self {
-        let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
-        Sims(
-            ports
-                .iter()
-                .map(|port| {
-                    Command::new(ARGUS)
-                        .args(["sim", "--model"])
-                        .arg(&model)
-                        .args(["--port", &port.to_string()])
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .spawn()
-                        .unwrap()
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Sims {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use common::*;
 
 #[test]
 fn the_demo_shards_42_cases_over_both_platforms() {
@@ -120,76 +73,6 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     std::fs::remove_dir_all(project).unwrap();
 }
 
-/// Waits until the coordinator at `url` lists `count` idle devices.
-fn wait_for_devices(url: &str, count: usize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let listing = text(&Command::new(ARGUS).args(["devices", "--coordinator", url]).output().unwrap());
-        if listing.lines().filter(|l| l.contains(" idle ")).count() >= count {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "{count} devices never came up: {listing}");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-}
-
-fn spawn(args: &[&str], cwd: &std::path::Path) -> Child {
-    Command::new(ARGUS).current_dir(cwd).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[test]
-fn a_restarted_coordinator_takes_its_runs_up_again() {
-    let dir = temp_dir("restart");
-    std::fs::create_dir_all(dir.join("cases")).unwrap();
-    std::fs::write(
-        dir.join("cases/slow.md"),
-        "---\nid: slow\nmatrix: { n: [1, 2, 3, 4, 5, 6, 7, 8] }\n---\nsteps:\n  - app.see: \"#title\"\n  - app.wait: 700\n",
-    )
-    .unwrap();
-    let port = free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let database = format!("sqlite:{}", dir.join("argus.db").display());
-    let listen = format!("127.0.0.1:{port}");
-    let http = format!("127.0.0.1:{}", free_port());
-    let coordinator = |dir: &std::path::Path| {
-        spawn(&["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http], dir)
-    };
-    let mut first = Killed(coordinator(&dir));
-    let ports = [free_port(), free_port()];
-    let _worker =
-        Killed(spawn(&["worker", "--coordinator", &url, "--ports", &format!("{},{}", ports[0], ports[1])], &dir));
-    let _sims = Sims::start(&ports);
-    wait_for_devices(&url, 2);
-    let client = spawn(&["run", "--coordinator", &url], &dir);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // The coordinator dies mid-run, and comes back on the same database.
-    first.0.kill().unwrap();
-    first.0.wait().unwrap();
-    let _second = Killed(coordinator(&dir));
-    let output = client.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(2), "the client lost its coordinator: {}", text(&output));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
-    loop {
-        let runs = Command::new(ARGUS).args(["runs", "--coordinator", &url]).output().unwrap();
-        let listing = text(&runs);
-        if listing.contains("8/8 passed") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the run did not finish after the restart: {listing}");
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-    let _ = std::fs::remove_dir_all(dir);
-}
-
 mod otlp {
     //! An OTLP trace receiver: every span exported to it, with its service.
 
@@ -245,12 +128,6 @@ mod otlp {
             _ => None,
         })
     }
-}
-
-/// Stops a process as an operator would (SIGTERM), so that it flushes its spans.
-fn terminate(mut child: Child) {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let _ = child.wait();
 }
 
 #[test]

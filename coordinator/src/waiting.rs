@@ -41,7 +41,12 @@ pub fn why_waiting(selector: &Selector, devices: &[DeviceView<'_>]) -> Option<St
     }
     matching.sort_by_key(|d| d.id);
     let states: Vec<String> = matching.iter().map(|d| format!("{} {}", d.id, state(&d.availability))).collect();
-    Some(format!("every device that matches {} is out: {}", selector.describe(), states.join(", ")))
+    let which = if *selector == Selector::default() {
+        "every device".to_owned()
+    } else {
+        format!("every device that matches {}", selector.describe())
+    };
+    Some(format!("{which} is out: {}", states.join(", ")))
 }
 
 fn state(availability: &Availability) -> String {

@@ -180,6 +180,7 @@ mod tests {
             device_id: Some("w/1".into()),
             worker_id: Some("w".into()),
             platform: Some("ios".into()),
+            finished_at: Some(1),
         };
         let updates = from_log(&[row(None, "old", false), row(Some(1), "a", true), row(Some(2), "a", false)]);
         let seqs: Vec<u64> = updates.iter().map(|u| u.seq).collect();

@@ -1,7 +1,7 @@
 //! One behavioural suite for both stores: every test runs on SQLite and on
 //! Postgres. Postgres comes from `ARGUS_TEST_POSTGRES_URL` (`.ci/run` starts
-//! one); without it the Postgres half says so loudly, and under `CI=true` it
-//! fails rather than skip.
+//! one); built without it, the Postgres half is reported `ignored`, never
+//! `ok` (see `build.rs`), and run anyway (`--ignored`) it fails.
 
 use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, RunFilter, StepRow, Store, StoreError};
 
@@ -19,18 +19,13 @@ fn rand_suffix() -> String {
 }
 
 /// A fresh database on the test Postgres server.
-async fn postgres() -> Option<Store> {
-    let Ok(admin) = std::env::var("ARGUS_TEST_POSTGRES_URL") else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("ARGUS_TEST_POSTGRES_URL is not set under CI: the Postgres half of the store suite must run");
-        }
-        eprintln!("NOT RUN: the Postgres half of this test (set ARGUS_TEST_POSTGRES_URL, or run .ci/run)");
-        return None;
-    };
+async fn postgres() -> Store {
+    let admin = std::env::var("ARGUS_TEST_POSTGRES_URL")
+        .expect("ARGUS_TEST_POSTGRES_URL names the test Postgres server (.ci/run starts one)");
     let url = Store::create_database(&admin, &format!("argus_test_{}", rand_suffix()))
         .await
         .expect("the test Postgres answers");
-    Some(Store::open(&url).await.unwrap())
+    Store::open(&url).await.unwrap()
 }
 
 macro_rules! on_both {
@@ -42,10 +37,9 @@ macro_rules! on_both {
                     super::$name(super::sqlite().await).await;
                 }
                 #[tokio::test]
+                #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
                 async fn postgres() {
-                    if let Some(store) = super::postgres().await {
-                        super::$name(store).await;
-                    }
+                    super::$name(super::postgres().await).await;
                 }
             }
         )*

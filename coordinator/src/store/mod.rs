@@ -560,7 +560,7 @@ impl Store {
     /// client that watches again.
     pub async fn run_log(&self, run_id: &str) -> Result<Vec<LogRow>, StoreError> {
         Ok(sqlx::query_as::<_, LogRow>(
-            "SELECT seq, case_id, attempt, infrastructure, error, run_case_json, device_id, worker_id, platform \
+            "SELECT seq, case_id, attempt, infrastructure, error, run_case_json, device_id, worker_id, platform, finished_at \
              FROM attempts WHERE run_id = $1 AND state = 'done' \
              ORDER BY COALESCE(seq, 0), finished_at, case_id, attempt, try_no",
         )

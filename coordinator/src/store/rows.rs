@@ -106,6 +106,7 @@ pub struct LogRow {
     pub device_id: Option<String>,
     pub worker_id: Option<String>,
     pub platform: Option<String>,
+    pub finished_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]

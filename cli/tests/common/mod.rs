@@ -1,0 +1,99 @@
+//! What the command-line tests share: the binary, free ports, temporary
+//! projects, simulated apps and processes that are killed when dropped.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("argus-cli-{name}-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Simulated apps of the example shop, one per port, as processes.
+pub struct Sims(pub Vec<Child>);
+
+impl Sims {
+    pub fn start(ports: &[u16]) -> Self {
+        Sims(ports.iter().map(|port| sim(*port)).collect())
+    }
+}
+
+/// One simulated shop app dialing `port`.
+pub fn sim(port: u16) -> Child {
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+    Command::new(ARGUS)
+        .args(["sim", "--model"])
+        .arg(&model)
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+impl Drop for Sims {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits until the coordinator at `url` lists `count` idle devices.
+pub fn wait_for_devices(url: &str, count: usize) {
+    wait_for_idle(url, count, Duration::from_secs(30));
+}
+
+/// The `argus devices` listing once `count` devices are idle, within `wait`.
+pub fn wait_for_idle(url: &str, count: usize, wait: Duration) -> String {
+    let deadline = Instant::now() + wait;
+    loop {
+        let listing = text(&Command::new(ARGUS).args(["devices", "--coordinator", url]).output().unwrap());
+        if listing.lines().filter(|l| l.contains(" idle ")).count() >= count {
+            return listing;
+        }
+        assert!(Instant::now() < deadline, "{count} devices never came up: {listing}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn spawn(args: &[&str], cwd: &Path) -> Child {
+    Command::new(ARGUS).current_dir(cwd).args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+/// A process killed (and reaped) when dropped.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `signal` (`TERM`, `STOP`, `CONT`, …) to a process.
+pub fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+    assert!(status.success(), "kill -{signal} {}", child.id());
+}
+
+/// Stops a process as an operator would (SIGTERM), so that it flushes its spans.
+pub fn terminate(mut child: Child) {
+    signal(&child, "TERM");
+    let _ = child.wait();
+}

@@ -1,0 +1,501 @@
+//! The fault-injection suite: the real binaries as processes (coordinator on
+//! Postgres, workers, simulated apps, `argus run`), and a fault in the
+//! middle of a run. Each test asserts what CI relies on: every case has
+//! exactly one final result, attempts are numbered without gaps or
+//! duplicates, the store and the run directory agree, the client's exit
+//! code is the run's, and how long the grid took to recover (printed as
+//! `recovery: …`).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use argus_coordinator::store::{LogRow, Store};
+use argus_proto::run::RunDir;
+use common::*;
+
+/// Sixteen cases of about half a second: a run of a few seconds on two to
+/// four devices, long enough to be hit in the middle.
+const SUITE: &str = "---\nid: step\nmatrix: { n: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] }\n---\n\
+steps:\n  - app.see: \"#title\"\n  - app.idle: { quietMs: 500 }\n";
+const CASES: usize = 16;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// A fresh database on the test Postgres server, or on `admin`.
+fn database(admin: Option<&str>) -> String {
+    let admin = admin.map(str::to_owned).unwrap_or_else(|| {
+        std::env::var("ARGUS_TEST_POSTGRES_URL")
+            .expect("ARGUS_TEST_POSTGRES_URL names the test Postgres server (.ci/run starts one)")
+    });
+    let name = format!("argus_faults_{}_{}", std::process::id(), free_port());
+    runtime().block_on(Store::create_database(&admin, &name)).unwrap()
+}
+
+/// A coordinator, workers and their simulated apps, and a project with the
+/// suite, all as processes that die with the test.
+struct Grid {
+    dir: PathBuf,
+    url: String,
+    listen: String,
+    http: String,
+    database: String,
+    client_grace: u64,
+    coordinator: Option<Killed>,
+    workers: Vec<(Killed, Vec<u16>)>,
+    sims: BTreeMap<u16, Killed>,
+}
+
+impl Grid {
+    /// `workers` workers of `devices` devices each, on `database`.
+    fn start(name: &str, workers: usize, devices: usize, database: String) -> Self {
+        let dir = temp_dir(name);
+        std::fs::create_dir_all(dir.join("cases")).unwrap();
+        std::fs::write(dir.join("cases/step.md"), SUITE).unwrap();
+        let port = free_port();
+        let mut grid = Grid {
+            url: format!("http://127.0.0.1:{port}"),
+            listen: format!("127.0.0.1:{port}"),
+            http: format!("127.0.0.1:{}", free_port()),
+            dir,
+            database,
+            client_grace: 60,
+            coordinator: None,
+            workers: Vec::new(),
+            sims: BTreeMap::new(),
+        };
+        grid.start_coordinator();
+        for w in 0..workers {
+            let ports: Vec<u16> = (0..devices).map(|_| free_port()).collect();
+            let worker = grid.worker(&format!("w{w}"), &ports);
+            grid.workers.push((worker, ports.clone()));
+            for port in ports {
+                grid.sims.insert(port, Killed(sim(port)));
+            }
+        }
+        wait_for_idle(&grid.url, workers * devices, Duration::from_secs(30));
+        grid
+    }
+
+    fn start_coordinator(&mut self) {
+        let grace = self.client_grace.to_string();
+        let args = [
+            "coordinator",
+            "--database-url",
+            &self.database,
+            "--listen",
+            &self.listen,
+            "--http",
+            &self.http,
+            "--client-grace",
+            &grace,
+        ];
+        self.coordinator = Some(Killed(spawn(&args, &self.dir)));
+    }
+
+    fn worker(&self, name: &str, ports: &[u16]) -> Killed {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        Killed(spawn(&["worker", "--coordinator", &self.url, "--name", name, "--ports", &ports.join(",")], &self.dir))
+    }
+
+    /// `argus run` on the grid, its output captured.
+    fn run(&self, extra: &[&str]) -> Child {
+        Command::new(ARGUS)
+            .current_dir(&self.dir)
+            .args(["run", "--coordinator", &self.url, "--out", "out", "--reconnect-for", "60"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn argus(&self, args: &[&str]) -> Output {
+        Command::new(ARGUS).current_dir(&self.dir).args(args).arg("--coordinator").arg(&self.url).output().unwrap()
+    }
+
+    fn store<T>(&self, read: impl AsyncFnOnce(&Store) -> T) -> T {
+        runtime().block_on(async {
+            let store = Store::open(&self.database).await.unwrap();
+            let value = read(&store).await;
+            store.close().await;
+            value
+        })
+    }
+
+    /// The run the newest client submitted.
+    fn run_id(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(run) = self.store(async |s| s.list_runs(1).await.unwrap()).pop() {
+                return run.id;
+            }
+            assert!(Instant::now() < deadline, "no run was submitted");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `count` attempts of the run have finished.
+    fn wait_for_finished(&self, run_id: &str, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.log(run_id).iter().filter(|r| r.infrastructure == 0).count() < count {
+            assert!(Instant::now() < deadline, "{count} attempts never finished");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self, run_id: &str) -> Vec<LogRow> {
+        self.store(async |s| s.run_log(run_id).await.unwrap())
+    }
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        // Processes first (they hold the directory), then the directory.
+        self.sims.clear();
+        self.workers.clear();
+        self.coordinator = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What every fault must leave: one final result per case, attempts
+/// numbered 1, 2, … without gaps or repeats, and a run directory that says
+/// what the store says. Answers the store's record of the run.
+fn assert_whole(grid: &Grid, run_id: &str) -> Vec<LogRow> {
+    let cases = grid.store(async |s| s.run_cases(run_id).await.unwrap());
+    assert_eq!(cases.len(), CASES);
+    assert!(cases.iter().all(|c| c.final_result.is_some()), "a case has no final result: {cases:?}");
+    let log = grid.log(run_id);
+    let mut attempts: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for row in log.iter().filter(|r| r.infrastructure == 0) {
+        attempts.entry(&row.case_id).or_default().push(row.attempt);
+    }
+    assert_eq!(attempts.len(), CASES, "every case ran");
+    for (case, numbers) in &attempts {
+        let expected: Vec<i64> = (1..=numbers.len() as i64).collect();
+        let mut sorted = numbers.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, expected, "{case}: attempts numbered without gaps or duplicates");
+    }
+    let seqs: Vec<i64> = log.iter().filter_map(|r| r.seq).collect();
+    let unique: BTreeSet<i64> = seqs.iter().copied().collect();
+    assert_eq!(unique.len(), seqs.len(), "each update has its own place: {seqs:?}");
+    let dir = RunDir::read(&grid.dir.join("out")).expect("a complete run directory");
+    let written: BTreeSet<(String, u32)> = dir.cases.iter().map(|c| (c.id.clone(), c.attempt)).collect();
+    assert_eq!(written.len(), dir.cases.len(), "no line written twice");
+    let stored: BTreeSet<(String, u32)> =
+        log.iter().filter(|r| r.infrastructure == 0).map(|r| (r.case_id.clone(), r.attempt as u32)).collect();
+    assert_eq!(written, stored, "the run directory and the store agree");
+    assert_eq!(dir.manifest.totals.expect("totals").cases, CASES as u64);
+    log
+}
+
+/// Time to recovery: from the fault (`since`) until the store records a
+/// result the run did not have when the fault struck (`had` of them).
+fn recovered(grid: &Grid, run_id: &str, fault: &str, had: usize, since: Instant) -> f64 {
+    let deadline = since + Duration::from_secs(60);
+    while results(grid, run_id) <= had {
+        assert!(Instant::now() < deadline, "{fault}: the run never recovered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seconds = since.elapsed().as_secs_f64();
+    println!("recovery: {fault}: {seconds:.2} s until the next result was recorded");
+    seconds
+}
+
+fn results(grid: &Grid, run_id: &str) -> usize {
+    grid.log(run_id).iter().filter(|r| r.infrastructure == 0).count()
+}
+
+/// How long after `since` the device's attempt was taken back, printed;
+/// fails if it never was.
+fn taken_back(log: &[LogRow], device: &str, fault: &str, since: Instant) -> f64 {
+    let since_ms = now_ms() - since.elapsed().as_millis() as i64;
+    let at = log
+        .iter()
+        .filter(|r| r.infrastructure == 1 && r.device_id.as_deref() == Some(device))
+        .filter_map(|r| r.finished_at)
+        .min()
+        .unwrap_or_else(|| panic!("{fault}: {device}'s attempt was never taken back: {log:?}"));
+    let seconds = (at - since_ms) as f64 / 1000.0;
+    println!("recovery: {fault}: {device}'s attempt taken back after {seconds:.2} s");
+    seconds
+}
+
+fn finish(client: Child) -> (Option<i32>, String) {
+    let output = client.wait_with_output().unwrap();
+    (output.status.code(), text(&output))
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_killed_worker_costs_reruns_not_results() {
+    let mut grid = Grid::start("kill-worker", 2, 2, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let had = results(&grid, &run_id);
+    grid.workers[0].0.0.kill().unwrap();
+    let seconds = recovered(&grid, &run_id, "worker SIGKILL", had, Instant::now());
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains("16/16 passed"), "{printed}");
+    let log = assert_whole(&grid, &run_id);
+    let taken_back: Vec<&LogRow> = log.iter().filter(|r| r.infrastructure == 1).collect();
+    assert!(!taken_back.is_empty(), "the killed worker's attempts were taken back");
+    assert!(taken_back.iter().all(|r| r.worker_id.as_deref() == Some("w0")), "{taken_back:?}");
+    assert!(seconds < 5.0);
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_frozen_worker_is_given_up_within_15_s() {
+    let grid = Grid::start("freeze-worker", 2, 1, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 2);
+    let frozen = &grid.workers[0].0.0;
+    signal(frozen, "STOP");
+    let at = Instant::now();
+    let (code, printed) = finish(client);
+    signal(frozen, "CONT");
+    assert_eq!(code, Some(0), "{printed}");
+    let log = assert_whole(&grid, &run_id);
+    let device = format!("w0/{}", grid.workers[0].1[0]);
+    let seconds = taken_back(&log, &device, "worker SIGSTOP", at);
+    assert!(seconds <= 15.0, "taken back after {seconds} s");
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn the_client_rides_out_a_coordinator_restart() {
+    let mut grid = Grid::start("restart", 1, 2, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let (had, at) = (results(&grid, &run_id), Instant::now());
+    grid.coordinator = None;
+    std::thread::sleep(Duration::from_millis(1000));
+    grid.start_coordinator();
+    recovered(&grid, &run_id, "coordinator SIGKILL, restarted after 1 s", had, at);
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "the run passed, so CI is green: {printed}");
+    assert!(printed.contains("reconnected; resuming run"), "{printed}");
+    assert!(printed.contains("16/16 passed"), "{printed}");
+    assert_whole(&grid, &run_id);
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_postgres_restart_mid_run_loses_nothing() {
+    // A server of its own: the others' tests keep theirs.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/postgres.sh");
+    let started = Command::new("bash").arg(&script).output().unwrap();
+    assert!(started.status.success(), "{}", text(&started));
+    let line = String::from_utf8(started.stdout).unwrap();
+    let (admin, pg_dir) = line.trim().split_once(' ').unwrap();
+    let port = admin.rsplit(':').next().and_then(|p| p.split('/').next()).unwrap().to_owned();
+    let pg = PgServer { script: script.clone(), dir: pg_dir.to_owned(), port };
+    let grid = Grid::start("postgres-restart", 1, 2, database(Some(admin)));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let had = results(&grid, &run_id);
+    pg.ctl("stop");
+    std::thread::sleep(Duration::from_secs(3));
+    pg.ctl("start");
+    recovered(&grid, &run_id, "Postgres stopped for 3 s, then started", had, Instant::now());
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "{printed}");
+    assert_whole(&grid, &run_id);
+}
+
+/// A private Postgres server, stopped and removed when dropped.
+struct PgServer {
+    script: PathBuf,
+    dir: String,
+    port: String,
+}
+
+impl PgServer {
+    fn ctl(&self, action: &str) {
+        let data = format!("{}/data", self.dir);
+        let log = format!("{}/postgres.log", self.dir);
+        let bin = std::env::var("PG_BIN").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+        let mut args = vec![format!("{bin}/pg_ctl"), "-D".into(), data, "-w".into(), "-l".into(), log, action.into()];
+        match action {
+            "stop" => args.extend(["-m".into(), "fast".into()]),
+            _ => args.extend([
+                "-o".into(),
+                format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=200", self.port, self.dir),
+            ]),
+        }
+        let as_postgres = is_root() && Command::new("id").arg("postgres").output().is_ok_and(|o| o.status.success());
+        let status = if as_postgres {
+            Command::new("runuser").args(["-u", "postgres", "--"]).args(&args).stdout(Stdio::null()).status()
+        } else {
+            Command::new(&args[0]).args(&args[1..]).stdout(Stdio::null()).status()
+        };
+        assert!(status.unwrap().success(), "pg_ctl {action}");
+    }
+}
+
+/// Whether this process runs as root (Postgres will not).
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(&self.script).args(["stop", &self.dir]).status();
+    }
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_client_stopped_by_ci_cancels_its_run_and_frees_the_devices() {
+    let grid = Grid::start("sigterm-client", 1, 2, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 2);
+    signal(&client, "TERM");
+    let at = Instant::now();
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(143), "{printed}");
+    assert!(printed.contains(&format!("cancelling run {run_id}")), "{printed}");
+    let run = grid.store(async |s| s.get_run(&run_id).await.unwrap());
+    assert_eq!(run.result.as_deref(), Some("cancelled"));
+    assert!(grid.store(async |s| s.open_attempts().await.unwrap()).is_empty(), "nothing of it is left to run");
+    // The attempts that were running stop, and their devices are free.
+    wait_for_idle(&grid.url, 2, Duration::from_secs(3));
+    println!("recovery: client SIGTERM: devices idle {:.2} s after the signal", at.elapsed().as_secs_f64());
+    let finished = grid.log(&run_id).len();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(grid.log(&run_id).len(), finished, "nothing more of the run ran");
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_client_that_vanishes_leaves_no_orphan_run() {
+    let mut grid = Grid::start("vanished-client", 1, 2, database(None));
+    grid.client_grace = 2;
+    grid.coordinator = None;
+    grid.start_coordinator();
+    wait_for_idle(&grid.url, 2, Duration::from_secs(20));
+    let mut client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 1);
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let at = Instant::now();
+    let deadline = at + Duration::from_secs(10);
+    loop {
+        let run = grid.store(async |s| s.get_run(&run_id).await.unwrap());
+        if run.result.as_deref() == Some("cancelled") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the orphaned run was never cancelled");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("recovery: client SIGKILL: its run cancelled {:.2} s later (grace 2 s)", at.elapsed().as_secs_f64());
+    wait_for_idle(&grid.url, 2, Duration::from_secs(3));
+    // A detached run is not an orphan.
+    let detached = grid.run(&["--detach"]);
+    let (code, printed) = finish(detached);
+    assert_eq!(code, Some(0), "{printed}");
+    assert!(printed.contains("detached"), "{printed}");
+    let run_id = grid.run_id();
+    std::thread::sleep(Duration::from_secs(4));
+    let run = grid.store(async |s| s.get_run(&run_id).await.unwrap());
+    assert_ne!(run.result.as_deref(), Some("cancelled"), "a detached run goes on without a client");
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_run_whose_devices_are_all_quarantined_says_why_and_ends() {
+    let grid = Grid::start("quarantined", 1, 2, database(None));
+    let client = grid.run(&["--wait-for-devices", "3"]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 1);
+    let mut devices = [&grid.workers[0].1[0], &grid.workers[0].1[1]].map(|p| format!("w0/{p}"));
+    devices.sort();
+    let [a, b] = devices;
+    for device in [&a, &b] {
+        let output = grid.argus(&["devices", "quarantine", device, "--reason", "cracked screen"]);
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let at = Instant::now();
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(2), "{printed}");
+    let why =
+        format!("waiting: every device is out: {a} quarantined (cracked screen), {b} quarantined (cracked screen)");
+    assert!(printed.contains(&why), "{printed}");
+    assert!(printed.contains("no device could take the run's cases for 3 s"), "{printed}");
+    println!("recovery: all devices quarantined: the client gave up after {:.2} s", at.elapsed().as_secs_f64());
+    let run = grid.store(async |s| s.get_run(&run_id).await.unwrap());
+    assert_eq!(run.result.as_deref(), Some("cancelled"));
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn an_app_that_dies_and_comes_back_after_the_grace_costs_a_rerun() {
+    let mut grid = Grid::start("app-relaunch", 1, 2, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 2);
+    let port = grid.workers[0].1[0];
+    grid.sims.remove(&port);
+    let at = Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+    grid.sims.insert(port, Killed(sim(port)));
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "{printed}");
+    let log = assert_whole(&grid, &run_id);
+    taken_back(&log, &format!("w0/{port}"), "app killed (back after 4 s)", at);
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_hung_app_is_given_up_and_its_case_runs_elsewhere() {
+    let grid = Grid::start("hung-app", 1, 2, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 2);
+    let hung = &grid.sims[&grid.workers[0].1[0]].0;
+    signal(hung, "STOP");
+    let at = Instant::now();
+    let (code, printed) = finish(client);
+    signal(hung, "CONT");
+    assert_eq!(code, Some(0), "{printed}");
+    let log = assert_whole(&grid, &run_id);
+    // The attempt on the frozen app ends (its call times out, or the app
+    // is taken for gone), and its case gets its result on the other device.
+    let device = format!("w0/{}", grid.workers[0].1[0]);
+    let since_ms = now_ms() - at.elapsed().as_millis() as i64;
+    let hit = log
+        .iter()
+        .filter(|r| r.device_id.as_deref() == Some(device.as_str()) && r.finished_at.is_some_and(|t| t > since_ms))
+        .find(|r| r.infrastructure == 1 || r.run_case_json.as_deref().is_some_and(|l| l.contains("\"failed\"")))
+        .unwrap_or_else(|| panic!("no attempt on the frozen app ended: {log:?}"));
+    let done = log
+        .iter()
+        .filter(|r| r.case_id == hit.case_id && r.device_id.as_deref() != Some(device.as_str()))
+        .filter_map(|r| r.finished_at)
+        .max()
+        .expect("the case ran again elsewhere");
+    println!(
+        "recovery: app frozen (SIGSTOP): its case {} done on another device {:.2} s after the freeze",
+        hit.case_id,
+        (done - since_ms) as f64 / 1000.0
+    );
+}
