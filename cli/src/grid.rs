@@ -394,8 +394,11 @@ enum DeviceAction {
         #[arg(long, default_value = "quarantined by an operator")]
         reason: String,
     },
-    /// Let a worker finish what it runs and take no more.
+    /// Let a worker finish what it runs and take no more (until resumed;
+    /// kept across restarts).
     Drain { worker: String },
+    /// Let a drained worker take work again.
+    Resume { worker: String },
 }
 
 pub async fn devices(args: DevicesArgs) -> ExitCode {
@@ -420,6 +423,9 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
         Some(DeviceAction::Drain { worker }) => Some(
             fleet.drain(grpc::DrainRequest { worker_id: worker.clone() }).await.map(|_| format!("{worker} draining")),
         ),
+        Some(DeviceAction::Resume { worker }) => Some(
+            fleet.resume(grpc::ResumeRequest { worker_id: worker.clone() }).await.map(|_| format!("{worker} resumed")),
+        ),
     };
     match done {
         Some(Ok(message)) => {
@@ -441,6 +447,8 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
         let app = hello["app"]["name"].as_str().unwrap_or("-");
         let note = if device.quarantined {
             format!("quarantined: {}", device.quarantine_reason)
+        } else if !device.problem.is_empty() {
+            format!("takes no work: {}", device.problem)
         } else {
             device.running_case.clone()
         };

@@ -36,7 +36,8 @@ pub async fn run(args: Args) -> ExitCode {
     };
     let cancel = CancellationToken::new();
     let agent = tokio::spawn(Agent::new(app, config).run(cancel.clone()));
-    let _ = tokio::signal::ctrl_c().await;
+    // Ctrl-C or SIGTERM (a test harness, a process supervisor) stops it.
+    crate::grid::stop_on_signal().cancelled().await;
     cancel.cancel();
     let _ = agent.await;
     ExitCode::SUCCESS

@@ -499,3 +499,133 @@ fn a_hung_app_is_given_up_and_its_case_runs_elsewhere() {
         (done - since_ms) as f64 / 1000.0
     );
 }
+
+/// The `argus devices` line of one device.
+fn device_line(grid: &Grid, device: &str) -> String {
+    let listing = text(&grid.argus(&["devices"]));
+    listing
+        .lines()
+        .find(|l| l.starts_with(device))
+        .unwrap_or_else(|| panic!("{device} not listed: {listing}"))
+        .to_owned()
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn operators_decisions_outlive_worker_and_coordinator_restarts() {
+    let mut grid = Grid::start("fleet", 1, 2, database(None));
+    let ports = grid.workers[0].1.clone();
+    let device = format!("w0/{}", ports[0]);
+    for args in
+        [&["devices", "quarantine", device.as_str(), "--reason", "cracked screen"][..], &["devices", "drain", "w0"]]
+    {
+        let output = grid.argus(args);
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    let draining = |grid: &Grid| {
+        let fleet = grid.store(async |s| s.fleet_memory("w0").await.unwrap());
+        (fleet.draining, fleet.quarantined)
+    };
+    assert_eq!(draining(&grid), (true, vec![(device.clone(), "cracked screen".to_owned())]));
+    // The worker restarts, then the coordinator: nothing operators said is lost.
+    grid.workers[0].0.0.kill().unwrap();
+    grid.workers[0].0.0.wait().unwrap();
+    grid.workers[0].0 = grid.worker("w0", &ports);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(device_line(&grid, &device).contains("quarantined: cracked screen"), "{}", device_line(&grid, &device));
+    grid.coordinator = None;
+    grid.start_coordinator();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text(&grid.argus(&["devices"])).contains(&device) {
+        assert!(Instant::now() < deadline, "the worker never came back");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(device_line(&grid, &device).contains("quarantined: cracked screen"), "{}", device_line(&grid, &device));
+    assert!(draining(&grid).0, "still drained after the restart");
+    // A drained worker runs nothing: the run waits, and says why.
+    let client = grid.run(&["--wait-for-devices", "2"]);
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(printed.contains(&format!("{device} quarantined (cracked screen)")), "{printed}");
+    assert!(printed.contains(&format!("w0/{} draining", ports[1])), "{printed}");
+    for args in [&["devices", "release", device.as_str()][..], &["devices", "resume", "w0"]] {
+        let output = grid.argus(args);
+        assert!(output.status.success(), "{}", text(&output));
+    }
+    assert_eq!(draining(&grid), (false, vec![]));
+    wait_for_idle(&grid.url, 2, Duration::from_secs(5));
+
+    // A slot that says android, whose app says ios, is flagged and runs nothing.
+    let port = free_port();
+    let _wrong = Killed(spawn(
+        &["worker", "--coordinator", &grid.url, "--name", "w9", "--ports", &port.to_string(), "--platform", "android"],
+        &grid.dir,
+    ));
+    grid.sims.insert(port, Killed(sim(port)));
+    let flagged = format!("w9/{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listing = text(&grid.argus(&["devices"]));
+        if listing.lines().any(|l| l.starts_with(&flagged) && l.contains(" idle ")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{listing}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        device_line(&grid, &flagged).contains("takes no work: its slot is android but its app says ios"),
+        "{}",
+        device_line(&grid, &flagged)
+    );
+    let client = grid.run(&["--on-platform", "android", "--wait-for-devices", "1"]);
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(2), "{printed}");
+    assert!(printed.contains(&format!("{flagged} mismatched (its slot is android but its app says ios")), "{printed}");
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_worker_that_dials_again_keeps_its_name_and_its_devices_ids() {
+    use argus_proto::grpc::{self, worker_message, workers_client::WorkersClient};
+    let grid = Grid::start("redial", 1, 1, database(None));
+    let runtime = runtime();
+    runtime.block_on(async {
+        let register = |name: &str| grpc::WorkerMessage {
+            kind: Some(worker_message::Kind::Register(grpc::Register {
+                worker_id_prefix: name.into(),
+                devices: vec![grpc::Device {
+                    slot: "s1".into(),
+                    port: 1,
+                    platform: "ios".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })),
+        };
+        let first_id = async |name: &str| {
+            let mut client = WorkersClient::connect(grid.url.clone()).await.unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            tx.send(register(name)).await.unwrap();
+            let mut inbound = client.link(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+            let Some(grpc::coordinator_message::Kind::Registered(registered)) =
+                inbound.message().await.unwrap().unwrap().kind
+            else {
+                panic!("Registered first")
+            };
+            (registered.worker_id, tx, inbound)
+        };
+        // The old stream is still open (a blip the coordinator has not
+        // noticed) when the worker dials again under the same name.
+        let (old, _old_tx, _old_inbound) = first_id("blip").await;
+        let (new, _new_tx, _new_inbound) = first_id("blip").await;
+        assert_eq!((old.as_str(), new.as_str()), ("blip", "blip"), "one name, one identity");
+        let mut client = WorkersClient::connect(grid.url.clone()).await.unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(register("a/b")).await.unwrap();
+        let refused = client.link(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(refused.message().contains("worker name \"a/b\": no `/`"), "{}", refused.message());
+    });
+    let listing = text(&grid.argus(&["devices"]));
+    assert_eq!(listing.lines().filter(|l| l.starts_with("blip/s1")).count(), 1, "{listing}");
+}

@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use crate::metrics::{Metrics, Snapshot};
 use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
-use crate::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store, StoreError};
+use crate::store::{AttemptOutcome, DeviceRecord, NewCase, NewLease, NewRun, StepRow, Store, StoreError, WorkerRecord};
 use crate::watch::{self, WatchStream, Watcher};
 
 /// How long a lease lives without a heartbeat.
@@ -66,6 +66,16 @@ impl From<CoreError> for tonic::Status {
     }
 }
 
+/// One worker's stream: its name (its identity, stable across reconnects)
+/// and which of its connections this is. A worker that dials again while
+/// its old stream still looks alive replaces it; what the old one still
+/// says is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub worker: String,
+    pub conn: u64,
+}
+
 pub enum Command {
     Cancel {
         run_id: String,
@@ -74,14 +84,14 @@ pub enum Command {
     WorkerJoined {
         register: grpc::Register,
         tx: WorkerTx,
-        reply: oneshot::Sender<String>,
+        reply: oneshot::Sender<Result<Link, CoreError>>,
     },
     WorkerMessage {
-        worker: String,
+        link: Link,
         message: grpc::WorkerMessage,
     },
     WorkerGone {
-        worker: String,
+        link: Link,
     },
     Submit {
         /// Checked by the gRPC handler ([`crate::submit::check`]).
@@ -106,6 +116,8 @@ pub enum Command {
     },
     Drain {
         worker: String,
+        /// false: take work again.
+        drain: bool,
         reply: oneshot::Sender<Result<(), CoreError>>,
     },
     /// The gauges, for a metrics scrape.
@@ -146,10 +158,14 @@ struct Device {
     /// Cases that failed here since this device last passed one, and then
     /// passed on another device: the device, not the case, is suspect.
     failed_but_passed_elsewhere: Vec<String>,
+    /// Why it takes no work though nobody quarantined it: its app says a
+    /// platform other than its slot's.
+    mismatch: Option<String>,
 }
 
 struct Worker {
     id: String,
+    conn: u64,
     hostname: String,
     tx: WorkerTx,
     draining: bool,
@@ -274,6 +290,10 @@ struct Core {
     unrecorded: Vec<Finished>,
     unqueued: Vec<(Key, Option<String>)>,
     unsettled_cases: Vec<(String, String, CaseResult)>,
+    unsaved_quarantines: Vec<(String, String)>,
+    /// Devices whose state the store has not been told yet (written in one
+    /// statement at the next sweep).
+    dirty_devices: std::collections::HashSet<String>,
     /// When workers were last sent a keepalive (epoch ms).
     keepalive_at: i64,
     next_worker: u64,
@@ -323,6 +343,8 @@ pub async fn start(
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
         unsettled_cases: Vec::new(),
+        unsaved_quarantines: Vec::new(),
+        dirty_devices: Default::default(),
         keepalive_at: 0,
         next_worker: 0,
         config,
@@ -331,32 +353,41 @@ pub async fn start(
     };
     core.recover().await?;
     let (tx, mut rx) = mpsc::channel::<Command>(1024);
-    let task = tokio::spawn(async move {
-        let mut sweep = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                // Dropping the workers' and watchers' senders ends their streams.
-                _ = shutdown.cancelled() => break,
-                command = rx.recv() => match command {
-                    Some(command) => {
-                        // Whatever else is ready is handled too before leases
-                        // are decided: a burst of results becomes one
-                        // transaction of results and one of leases.
-                        let mut burst = vec![command];
-                        while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
-                            burst.push(more);
-                        }
-                        core.handle_burst(burst).await;
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let mut sweep = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    // What the store has not taken yet gets one more try, then
+                    // dropping the workers' and watchers' senders ends their
+                    // streams.
+                    _ = shutdown.cancelled() => {
+                        core.settle().await;
+                        info!(leases = core.leases.len(), "owner task stopped");
+                        break;
                     }
-                    None => break,
-                },
-                _ = sweep.tick() => core.sweep().await,
+                    command = rx.recv() => match command {
+                        Some(command) => {
+                            // Whatever else is ready is handled too before leases
+                            // are decided: a burst of results becomes one
+                            // transaction of results and one of leases.
+                            let mut burst = vec![command];
+                            while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
+                                burst.push(more);
+                            }
+                            core.handle_burst(burst).await;
+                        }
+                        None => break,
+                    },
+                    _ = sweep.tick() => core.sweep().await,
+                }
+                if core.dispatch_due {
+                    core.dispatch().await;
+                }
             }
-            if core.dispatch_due {
-                core.dispatch().await;
-            }
-        }
-    });
+        },
+        tracing::info_span!("owner"),
+    ));
     Ok((Handle { tx }, task))
 }
 
@@ -457,16 +488,14 @@ impl Core {
         let mut results: Vec<(String, grpc::AttemptResult)> = Vec::new();
         for command in burst {
             match command {
-                Command::WorkerMessage {
-                    worker,
-                    message: grpc::WorkerMessage { kind: Some(Kind::Attempt(result)) },
-                } => {
-                    results.push((worker, result));
+                Command::WorkerMessage { link, .. } | Command::WorkerGone { link } if !self.is_current(&link) => {}
+                Command::WorkerMessage { link, message: grpc::WorkerMessage { kind: Some(Kind::Attempt(result)) } } => {
+                    results.push((link.worker, result));
                 }
-                Command::WorkerMessage { worker, message }
+                Command::WorkerMessage { link, message }
                     if matches!(message.kind, Some(Kind::Step(_) | Kind::Heartbeat(_) | Kind::Device(_))) =>
                 {
-                    self.on_worker_message(&worker, message).await;
+                    self.on_worker_message(&link.worker, message).await;
                 }
                 command => {
                     self.attempts_finished(std::mem::take(&mut results)).await;
@@ -480,17 +509,31 @@ impl Core {
     async fn handle(&mut self, command: Command) {
         match command {
             Command::WorkerJoined { register, tx, reply } => {
-                // Registered goes out before any lease can.
-                let registered =
-                    grpc::Registered { worker_id: String::new(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
-                let id = self.join(register, tx.clone());
-                let registered = grpc::Registered { worker_id: id.clone(), ..registered };
-                let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
-                let _ = reply.send(id);
+                let joined = self.join(register, tx.clone()).await;
+                if let Ok(link) = &joined {
+                    // Registered goes out before any lease can; a drained
+                    // worker is told again.
+                    let registered =
+                        grpc::Registered { worker_id: link.worker.clone(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
+                    let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
+                    if self.workers.get(&link.worker).is_some_and(|w| w.draining) {
+                        let drain = grpc::Drain { reason: "drained by an operator".into() };
+                        let _ = tx.try_send(Ok(message(coordinator_message::Kind::Drain(drain))));
+                    }
+                }
+                let _ = reply.send(joined);
                 self.dispatch_due = true;
             }
-            Command::WorkerMessage { worker, message } => self.on_worker_message(&worker, message).await,
-            Command::WorkerGone { worker } => self.worker_gone(&worker).await,
+            Command::WorkerMessage { link, message } => {
+                if self.is_current(&link) {
+                    self.on_worker_message(&link.worker, message).await;
+                }
+            }
+            Command::WorkerGone { link } => {
+                if self.is_current(&link) {
+                    self.worker_gone(&link.worker).await;
+                }
+            }
             Command::Submit { suite, traceparent, reply } => {
                 let result = self.submit(suite, &traceparent).await;
                 let _ = reply.send(result);
@@ -505,16 +548,15 @@ impl Core {
                 let _ = reply.send(self.fleet());
             }
             Command::Quarantine { device, reason, reply } => {
-                let result = match self.devices.get_mut(&device) {
-                    Some(d) => {
-                        d.quarantine = reason;
-                        d.caps.quarantined = d.quarantine.is_some();
-                        d.infra_failures = 0;
-                        d.failed_but_passed_elsewhere.clear();
-                        Ok(())
-                    }
-                    None => Err(CoreError::Invalid(format!("no device {device}; the fleet: {}", self.fleet_summary()))),
+                let result = if self.devices.contains_key(&device) {
+                    self.set_quarantine(&device, reason).await.map_err(CoreError::from)
+                } else {
+                    Err(CoreError::Invalid(format!("no device {device}; the fleet: {}", self.fleet_summary())))
                 };
+                if let Some(d) = self.devices.get_mut(&device).filter(|_| result.is_ok()) {
+                    d.infra_failures = 0;
+                    d.failed_but_passed_elsewhere.clear();
+                }
                 let _ = reply.send(result);
                 self.dispatch_due = true;
             }
@@ -523,18 +565,71 @@ impl Core {
                 let _ = reply.send(result);
                 self.dispatch_due = true;
             }
-            Command::Drain { worker, reply } => {
-                let result = match self.workers.get_mut(&worker) {
-                    Some(w) => {
-                        w.draining = true;
-                        let drain = grpc::Drain { reason: "drained by an operator".into() };
-                        let _ = w.tx.try_send(Ok(message(coordinator_message::Kind::Drain(drain))));
-                        Ok(())
-                    }
-                    None => Err(CoreError::Invalid(format!("no worker {worker}"))),
-                };
+            Command::Drain { worker, drain, reply } => {
+                let result = self.drain(&worker, drain).await;
                 let _ = reply.send(result);
+                self.dispatch_due = true;
             }
+        }
+    }
+
+    fn is_current(&self, link: &Link) -> bool {
+        self.workers.get(&link.worker).is_some_and(|w| w.conn == link.conn)
+    }
+
+    /// Drains a worker (it finishes what it runs and is leased no more) or
+    /// lets it take work again; recorded first, so that it outlives
+    /// reconnects and restarts.
+    async fn drain(&mut self, worker: &str, drain: bool) -> Result<(), CoreError> {
+        let Some(w) = self.workers.get(worker) else {
+            let known: Vec<&str> = self.workers.keys().map(String::as_str).collect();
+            return Err(CoreError::Invalid(format!("no worker {worker}; the workers: {}", known.join(", "))));
+        };
+        let record = WorkerRecord {
+            id: w.id.clone(),
+            hostname: w.hostname.clone(),
+            connected: true,
+            draining: drain,
+            last_seen: w.last_seen,
+        };
+        self.store.upsert_worker(&record).await?;
+        let w = self.workers.get_mut(worker).expect("checked above");
+        w.draining = drain;
+        if drain {
+            let message =
+                message(coordinator_message::Kind::Drain(grpc::Drain { reason: "drained by an operator".into() }));
+            let _ = w.tx.try_send(Ok(message));
+        }
+        info!(worker, drain, "worker drain changed");
+        Ok(())
+    }
+
+    /// Quarantines a device (or lets it back with `None`): recorded first,
+    /// so that it outlives reconnects and restarts.
+    async fn set_quarantine(&mut self, device: &str, reason: Option<String>) -> Result<(), StoreError> {
+        self.store.set_quarantine(device, reason.as_deref(), now_ms()).await?;
+        if let Some(d) = self.devices.get_mut(device) {
+            if let Some(reason) = &reason {
+                warn!(device, %reason, "device quarantined");
+            }
+            d.caps.quarantined = reason.is_some() || d.mismatch.is_some();
+            d.quarantine = reason;
+        }
+        self.dispatch_due = true;
+        Ok(())
+    }
+
+    /// A quarantine the coordinator decides itself (failures): in memory at
+    /// once, so that nothing more is leased to the device, and in the store
+    /// now or at a later sweep.
+    async fn quarantine_for(&mut self, device: &str, reason: String) {
+        if let Err(error) = self.set_quarantine(device, Some(reason.clone())).await {
+            warn!(%error, device, "cannot record a quarantine; trying again");
+            if let Some(d) = self.devices.get_mut(device) {
+                d.quarantine = Some(reason.clone());
+                d.caps.quarantined = true;
+            }
+            self.unsaved_quarantines.push((device.to_owned(), reason));
         }
     }
 
@@ -584,24 +679,49 @@ impl Core {
         Ok(stream)
     }
 
-    fn join(&mut self, register: grpc::Register, tx: WorkerTx) -> String {
-        self.next_worker += 1;
-        let prefix =
-            if register.worker_id_prefix.is_empty() { "worker".to_owned() } else { register.worker_id_prefix.clone() };
-        let mut id = prefix.clone();
-        while self.workers.contains_key(&id) {
-            id = format!("{prefix}-{}", self.next_worker);
-            self.next_worker += 1;
+    /// A worker's stream opens. Its name is its identity: a stream under a
+    /// name that is still registered replaces the old one (a worker that
+    /// dialed again after a network blip), whose leases are taken back. What
+    /// operators decided (drain, quarantines) comes back from the store.
+    async fn join(&mut self, register: grpc::Register, tx: WorkerTx) -> Result<Link, CoreError> {
+        let name = if register.worker_id_prefix.is_empty() { "worker" } else { register.worker_id_prefix.as_str() };
+        if let Some(problem) = name_problem(name) {
+            return Err(CoreError::Invalid(format!("worker name {name:?}: {problem}")));
         }
-        info!(worker = %id, devices = register.devices.len(), hostname = %register.hostname, "worker joined");
+        let id = name.to_owned();
+        if self.workers.contains_key(&id) {
+            info!(worker = %id, "worker dialed again; its new stream replaces the old");
+            self.worker_gone(&id).await;
+        }
+        let memory = self.store.fleet_memory(&id).await?;
+        let now = now_ms();
+        let record = WorkerRecord {
+            id: id.clone(),
+            hostname: register.hostname.clone(),
+            connected: true,
+            draining: memory.draining,
+            last_seen: now,
+        };
+        self.store.upsert_worker(&record).await?;
+        let devices: Vec<DeviceRecord> = register.devices.iter().map(|d| device_record(&id, d, now)).collect();
+        self.store.upsert_devices(&devices).await?;
+        self.next_worker += 1;
+        let conn = self.next_worker;
+        info!(worker = %id, devices = register.devices.len(), hostname = %register.hostname, draining = memory.draining, "worker joined");
+        self.workers.insert(
+            id.clone(),
+            Worker { id: id.clone(), conn, hostname: register.hostname, tx, draining: memory.draining, last_seen: now },
+        );
         for device in register.devices {
             self.update_device(&id, device);
         }
-        self.workers.insert(
-            id.clone(),
-            Worker { id: id.clone(), hostname: register.hostname, tx, draining: false, last_seen: now_ms() },
-        );
-        id
+        for (device, reason) in memory.quarantined {
+            if let Some(d) = self.devices.get_mut(&device) {
+                d.quarantine = Some(reason);
+                d.caps.quarantined = true;
+            }
+        }
+        Ok(Link { worker: id, conn })
     }
 
     fn update_device(&mut self, worker: &str, info: grpc::Device) {
@@ -613,12 +733,17 @@ impl Core {
             .and_then(|a| a.get("name"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let platform = hello
-            .as_ref()
-            .and_then(|h| h.get("platform"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| info.platform.clone());
+        let said = hello.as_ref().and_then(|h| h.get("platform")).and_then(Value::as_str).map(str::to_owned);
+        // The slot's platform is what operators configured and selectors
+        // name; an app that says otherwise is on the wrong slot.
+        let mismatch =
+            said.as_ref().filter(|p| !info.platform.is_empty() && !p.eq_ignore_ascii_case(&info.platform)).map(|p| {
+                format!(
+                    "its slot is {} but its app says {p}: fix the slot's platform or the app it runs",
+                    info.platform
+                )
+            });
+        let platform = if info.platform.is_empty() { said.clone().unwrap_or_default() } else { info.platform.clone() };
         let labels = info.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let entry = self.devices.entry(id.clone()).or_insert_with(|| Device {
             id: id.clone(),
@@ -630,11 +755,20 @@ impl Core {
             failed_but_passed_elsewhere: Vec::new(),
             state_since: now_ms(),
             infra_failures: 0,
+            mismatch: None,
         });
         if entry.info.state != info.state {
             entry.state_since = now_ms();
         }
-        entry.caps = Capabilities { platform, labels, app, quarantined: entry.quarantine.is_some() };
+        if mismatch.is_some() && entry.mismatch != mismatch {
+            warn!(device = %id, problem = mismatch.as_deref().unwrap_or_default(), "device takes no work");
+        }
+        entry.mismatch = mismatch;
+        entry.caps =
+            Capabilities { platform, labels, app, quarantined: entry.quarantine.is_some() || entry.mismatch.is_some() };
+        if entry.info != info {
+            self.dirty_devices.insert(id.clone());
+        }
         entry.info = info;
         entry.worker = worker.to_owned();
     }
@@ -700,6 +834,10 @@ impl Core {
             self.take_back(&lease, "the worker went away").await;
         }
         self.devices.retain(|_, d| d.worker != worker);
+        // What the fleet page shows; what operators decided stays as it is.
+        if let Err(error) = self.store.worker_disconnected(worker, now_ms()).await {
+            warn!(%error, worker, "cannot record that a worker went away");
+        }
         self.dispatch_due = true;
     }
 
@@ -802,6 +940,8 @@ impl Core {
             .map(|d| {
                 let availability = if let Some(reason) = &d.quarantine {
                     Availability::Quarantined(reason.clone())
+                } else if let Some(problem) = &d.mismatch {
+                    Availability::Mismatched(problem.clone())
                 } else if self.workers.get(&d.worker).is_none_or(|w| w.draining) {
                     Availability::Draining
                 } else if d.info.state == grpc::DeviceState::Waiting as i32 {
@@ -896,6 +1036,24 @@ impl Core {
         }
         for (run_id, case_id, result) in std::mem::take(&mut self.unsettled_cases) {
             self.settle_case(&run_id, &case_id, result).await;
+        }
+        for (device, reason) in std::mem::take(&mut self.unsaved_quarantines) {
+            if self.devices.get(&device).is_some_and(|d| d.quarantine.as_ref() == Some(&reason)) {
+                self.quarantine_for(&device, reason).await;
+            }
+        }
+        if !self.dirty_devices.is_empty() {
+            let now = now_ms();
+            let records: Vec<DeviceRecord> = self
+                .dirty_devices
+                .iter()
+                .filter_map(|id| self.devices.get(id))
+                .map(|d| device_record(&d.worker, &d.info, now))
+                .collect();
+            match self.store.upsert_devices(&records).await {
+                Ok(()) => self.dirty_devices.clear(),
+                Err(error) => warn!(%error, devices = records.len(), "cannot record the devices' state; trying again"),
+            }
         }
         let ids: Vec<String> =
             self.runs.iter().filter(|(_, r)| r.finished.is_none()).map(|(id, _)| id.clone()).collect();
@@ -1352,13 +1510,15 @@ impl Core {
         let Some(line) = line else {
             let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
             warn!(case = %case_id, reason, "infrastructure failure; the attempt runs again");
-            if let Some(d) = self.devices.get_mut(&device_id) {
+            let failures = self.devices.get_mut(&device_id).map_or(0, |d| {
                 d.infra_failures += 1;
-                if d.infra_failures >= 3 {
-                    d.quarantine = Some(format!("{} infrastructure failures in a row: {reason}", d.infra_failures));
-                    d.caps.quarantined = true;
-                }
+                d.infra_failures
+            });
+            if failures >= 3 && self.devices.get(&device_id).is_some_and(|d| d.quarantine.is_none()) {
+                let reason = format!("{failures} infrastructure failures in a row: {reason}");
+                self.quarantine_for(&device_id, reason).await;
             }
+            let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
             self.metrics.retried("infrastructure");
             let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
             self.queue(key, Some(device_id.clone())).await;
@@ -1372,7 +1532,9 @@ impl Core {
         }
         self.metrics.attempt(&device.platform, result_name(line.result), line.ms as i64);
         self.metrics.lease_to_first_call(result.lease_to_first_call_us);
-        self.judge_device(&run_id, &line, &device_id);
+        for (suspect, reason) in self.judge_device(&run_id, &line, &device_id) {
+            self.quarantine_for(&suspect, reason).await;
+        }
         let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
         let native = self
             .devices
@@ -1413,14 +1575,15 @@ impl Core {
     /// A pass clears the device it ran on; a pass after failures on other
     /// devices counts against each of them, and the third such case in a row
     /// quarantines a device.
-    fn judge_device(&mut self, run_id: &str, line: &RunCase, device_id: &str) {
+    fn judge_device(&mut self, run_id: &str, line: &RunCase, device_id: &str) -> Vec<(String, String)> {
+        let mut quarantines = Vec::new();
         if line.result != CaseResult::Passed {
-            return;
+            return quarantines;
         }
         if let Some(d) = self.devices.get_mut(device_id) {
             d.failed_but_passed_elsewhere.clear();
         }
-        let Some(run) = self.runs.get(run_id) else { return };
+        let Some(run) = self.runs.get(run_id) else { return quarantines };
         let suspects: Vec<String> = run
             .lines
             .iter()
@@ -1440,11 +1603,10 @@ impl Core {
                     d.failed_but_passed_elsewhere.len(),
                     d.failed_but_passed_elsewhere.join(", ")
                 );
-                warn!(device = %d.id, %reason, "device quarantined");
-                d.quarantine = Some(reason);
-                d.caps.quarantined = true;
+                quarantines.push((d.id.clone(), reason));
             }
         }
+        quarantines
     }
 
     /// Ends a run whose every case has its final result: recorded first;
@@ -1570,10 +1732,49 @@ impl Core {
                     .map(|l| l.case_id.clone())
                     .unwrap_or_default(),
                 state_since_unix_ms: d.state_since,
+                problem: d.mismatch.clone().unwrap_or_default(),
             })
             .collect();
         devices.sort_by(|a, b| a.id.cmp(&b.id));
         grpc::ListFleetResponse { workers, devices }
+    }
+}
+
+/// What is wrong with a worker's name: it is the first part of every one of
+/// its device ids (`name/slot`), shown everywhere.
+fn name_problem(name: &str) -> Option<&'static str> {
+    if name.chars().count() > 64 {
+        Some("64 characters at most")
+    } else if name.contains('/') {
+        Some("no `/`: it separates the worker from the slot in device ids")
+    } else if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        Some("no spaces or control characters")
+    } else {
+        None
+    }
+}
+
+/// A device as the store keeps it.
+fn device_record(worker: &str, info: &grpc::Device, now: i64) -> DeviceRecord {
+    let hello: Value = serde_json::from_str(&info.hello_json).unwrap_or(Value::Null);
+    let device = json!({
+        "slot": info.slot,
+        "port": info.port,
+        "platform": info.platform,
+        "bridge": info.bridge,
+        "labels": info.labels,
+        "udid": info.udid,
+        "serial": info.serial,
+        "hello": hello,
+    });
+    DeviceRecord {
+        id: format!("{worker}/{}", info.slot),
+        worker_id: worker.to_owned(),
+        slot: info.slot.clone(),
+        platform: info.platform.clone(),
+        state: grpc::device_state_name(info.state),
+        device_json: device.to_string(),
+        updated_at: now,
     }
 }
 

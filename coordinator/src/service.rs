@@ -25,6 +25,8 @@ use crate::store::Store;
 struct Services {
     handle: Handle,
     store: Store,
+    /// The workers' inbound streams, drained on shutdown.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 async fn ask<T>(handle: &Handle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
@@ -50,16 +52,20 @@ impl grpc::workers_server::Workers for Services {
             return Err(Status::invalid_argument("the first message on a worker's stream must be Register"));
         };
         let (tx, rx) = mpsc::channel(256);
-        let worker = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await?;
+        let link = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await??;
         let handle = self.handle.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(message)) = inbound.message().await {
-                if handle.send(Command::WorkerMessage { worker: worker.clone(), message }).await.is_err() {
-                    return;
+        let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
+        self.tasks.spawn(tracing::Instrument::instrument(
+            async move {
+                while let Ok(Some(message)) = inbound.message().await {
+                    if handle.send(Command::WorkerMessage { link: link.clone(), message }).await.is_err() {
+                        return;
+                    }
                 }
-            }
-            let _ = handle.send(Command::WorkerGone { worker }).await;
-        });
+                let _ = handle.send(Command::WorkerGone { link }).await;
+            },
+            span,
+        ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
@@ -160,8 +166,14 @@ impl grpc::fleet_server::Fleet for Services {
 
     async fn drain(&self, request: Request<grpc::DrainRequest>) -> Result<Response<grpc::DrainResponse>, Status> {
         let worker = request.into_inner().worker_id;
-        ask(&self.handle, |reply| Command::Drain { worker, reply }).await??;
+        ask(&self.handle, |reply| Command::Drain { worker, drain: true, reply }).await??;
         Ok(Response::new(grpc::DrainResponse {}))
+    }
+
+    async fn resume(&self, request: Request<grpc::ResumeRequest>) -> Result<Response<grpc::ResumeResponse>, Status> {
+        let worker = request.into_inner().worker_id;
+        ask(&self.handle, |reply| Command::Drain { worker, drain: false, reply }).await??;
+        Ok(Response::new(grpc::ResumeResponse {}))
     }
 
     async fn quarantine(
@@ -181,6 +193,9 @@ impl grpc::fleet_server::Fleet for Services {
         Ok(Response::new(grpc::ReleaseResponse {}))
     }
 }
+
+/// How long each stage of a shutdown may take.
+pub const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -254,21 +269,37 @@ pub async fn serve_with(
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let metrics = Arc::new(Metrics::default());
     let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
+    let tasks = tokio_util::task::TaskTracker::new();
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let router = crate::http::router(HttpState { handle: handle.clone(), metrics, store: store.clone() });
         let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let served = axum::serve(http, router).with_graceful_shutdown(stop.cancelled_owned()).await;
-            if let Err(error) = served {
-                warn!(%error, "the HTTP server stopped");
-            }
-        });
+        tasks.spawn(tracing::Instrument::instrument(
+            async move {
+                let served = axum::serve(http, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+                if let Err(error) = served {
+                    warn!(%error, "the HTTP server stopped");
+                }
+            },
+            tracing::info_span!("http"),
+        ));
     }
-    let services = Services { handle, store };
+    let services = Services { handle, store, tasks: tasks.clone() };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
     health.set_serving::<RunsServer<Services>>().await;
+    // Stopping: health says so at once (a load balancer or a standby stops
+    // sending work here) while what is in flight is committed.
+    let stopping = shutdown.clone();
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            stopping.cancelled().await;
+            health.set_not_serving::<WorkersServer<Services>>().await;
+            health.set_not_serving::<RunsServer<Services>>().await;
+            info!("stopping: NOT_SERVING; committing what is in flight");
+        },
+        tracing::info_span!("health"),
+    ));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -294,14 +325,21 @@ pub async fn serve_with(
         .add_service(RunsServer::with_interceptor(services.clone(), client_check.clone()))
         .add_service(FleetServer::with_interceptor(services, client_check))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled());
-    // Streams that outlive the shutdown get two seconds to close.
+    // The owner task commits what it holds and ends the streams; streams
+    // that outlive it get a deadline.
     let result = tokio::select! {
         result = server => result,
         _ = async {
             shutdown.cancelled().await;
-            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            tokio::time::sleep(SHUTDOWN_DEADLINE).await;
         } => Ok(()),
     };
-    owner.abort();
+    if tokio::time::timeout(SHUTDOWN_DEADLINE, owner).await.is_err() {
+        warn!(deadline_s = SHUTDOWN_DEADLINE.as_secs(), "the owner task did not stop in time");
+    }
+    tasks.close();
+    if tokio::time::timeout(SHUTDOWN_DEADLINE, tasks.wait()).await.is_err() {
+        warn!(tasks = tasks.len(), "tasks still running at exit");
+    }
     Ok(result?)
 }

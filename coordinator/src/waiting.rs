@@ -16,6 +16,8 @@ pub enum Availability {
     /// The driver listens; no app has said hello.
     NoApp,
     Disconnected,
+    /// Its app says a platform other than its slot's.
+    Mismatched(String),
 }
 
 /// A device as this decision sees it.
@@ -56,6 +58,7 @@ fn state(availability: &Availability) -> String {
         Availability::Draining => "draining".into(),
         Availability::NoApp => "waiting for its app".into(),
         Availability::Disconnected => "disconnected".into(),
+        Availability::Mismatched(problem) => format!("mismatched ({problem})"),
     }
 }
 

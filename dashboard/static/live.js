@@ -40,10 +40,11 @@ function fleetRow(device) {
   row.className = device.state;
   cell(row, device.id);
   const state = cell(row, device.state, device.state);
-  if (device.quarantine_reason) {
+  for (const why of [device.quarantine_reason, device.problem]) {
+    if (!why) continue;
     const reason = document.createElement("small");
     reason.className = "reason";
-    reason.textContent = " " + device.quarantine_reason;
+    reason.textContent = " " + why;
     state.appendChild(reason);
   }
   cell(row, device.since);

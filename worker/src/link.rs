@@ -277,7 +277,7 @@ async fn link(
     // event announced (an attempt of an earlier link ending) is caught here.
     let mut told: Vec<grpc::Device> = slots.iter().map(|s| s.device()).collect();
     let mut refresh = tokio::time::interval(Duration::from_secs(1));
-    let mut draining = false;
+    let mut stopping_leases = false;
     let mut registered = false;
     let mut stopping: Option<tokio::time::Instant> = None;
     let lost = |error: String, registered: bool| LinkEnd::Lost { error, registered };
@@ -315,7 +315,7 @@ async fn link(
                 let n = running.lock().len();
                 info!(attempts = n, deadline_s = DRAIN_DEADLINE.as_secs(), "stopping: running attempts finish first, no new ones start");
                 stopping = Some(tokio::time::Instant::now() + DRAIN_DEADLINE);
-                draining = true;
+                stopping_leases = true;
             }
             _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
             Some(index) = changed.recv() => {
@@ -355,7 +355,7 @@ async fn link(
                             heartbeat = tokio::time::interval(heartbeat_every);
                         }
                     }
-                    Some(coordinator_message::Kind::Lease(lease)) if !draining => {
+                    Some(coordinator_message::Kind::Lease(lease)) if !stopping_leases => {
                         let Some(index) = slots.iter().position(|s| s.config.name == lease.slot) else {
                             warn!(slot = %lease.slot, "lease for a slot this worker does not have");
                             continue;
@@ -404,11 +404,20 @@ async fn link(
                         });
                     }
                     Some(coordinator_message::Kind::Lease(lease)) => {
-                        warn!(lease = %lease.lease_id, "draining: lease not taken");
+                        // Crossed with this worker's GoingAway: handed back at once.
+                        warn!(lease = %lease.lease_id, "stopping: lease handed back");
+                        let handed_back = grpc::AttemptResult {
+                            lease_id: lease.lease_id,
+                            infrastructure_failure: true,
+                            error: "the worker is stopping".into(),
+                            ..Default::default()
+                        };
+                        send_or_lost!(send(worker_message::Kind::Attempt(handed_back)));
                     }
                     Some(coordinator_message::Kind::Drain(drain)) => {
-                        info!(reason = %drain.reason, "draining: current attempts finish, no new ones start");
-                        draining = true;
+                        // The coordinator leases nothing more to a drained
+                        // worker (and may resume it); what runs finishes.
+                        info!(reason = %drain.reason, "drained: current attempts finish, the coordinator sends no new ones");
                     }
                     Some(coordinator_message::Kind::Cancel(cancelled)) => {
                         match running.lock().get(&cancelled.lease_id) {

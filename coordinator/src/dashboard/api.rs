@@ -261,6 +261,9 @@ pub struct DeviceView {
     pub agent_version: Option<String>,
     pub running_case: Option<String>,
     pub quarantine_reason: Option<String>,
+    /// Why it takes no work though it is not quarantined (its app's platform
+    /// is not its slot's).
+    pub problem: Option<String>,
     /// Busy share of the window, 0 to 1.
     pub utilisation: f64,
     /// Busy share of each bucket of the window, oldest first.
@@ -296,6 +299,8 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
             let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);
             let state = if d.quarantined {
                 "quarantined".to_owned()
+            } else if !d.problem.is_empty() {
+                "mismatched".to_owned()
             } else if !d.running_case.is_empty() {
                 "busy".to_owned()
             } else {
@@ -317,6 +322,7 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
                 agent_version: text(&hello["agentVersion"]),
                 running_case: (!d.running_case.is_empty()).then_some(d.running_case),
                 quarantine_reason: d.quarantined.then_some(d.quarantine_reason),
+                problem: (!d.problem.is_empty()).then_some(d.problem),
                 utilisation: (busy_ms as f64 / FLEET_WINDOW_MS as f64).min(1.0),
                 recent,
                 id: d.id,

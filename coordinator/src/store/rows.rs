@@ -223,3 +223,35 @@ pub struct DeviceBusy {
     pub attempts: i64,
     pub busy_ms: i64,
 }
+
+/// A worker row of the fleet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRecord {
+    pub id: String,
+    pub hostname: String,
+    pub connected: bool,
+    pub draining: bool,
+    pub last_seen: i64,
+}
+
+/// A device row of the fleet: `worker/slot`, and what its slot and app say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceRecord {
+    pub id: String,
+    pub worker_id: String,
+    pub slot: String,
+    pub platform: String,
+    /// idle, busy, waiting, disconnected.
+    pub state: String,
+    /// The slot and the app's hello, as the worker reported them.
+    pub device_json: String,
+    pub updated_at: i64,
+}
+
+/// What the store remembers of a worker's operator decisions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetMemory {
+    pub draining: bool,
+    /// Quarantined devices and why.
+    pub quarantined: Vec<(String, String)>,
+}
