@@ -36,6 +36,10 @@ pub struct TokenArgs {
     /// Clients (argus run, devices, runs) must present this token.
     #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     client_token: Option<String>,
+    /// The dashboard, its JSON API and /metrics need this token (as a bearer
+    /// token, or as the password a browser asks for); /healthz stays open.
+    #[arg(long, env = "ARGUS_READ_TOKEN", hide_env_values = true)]
+    read_token: Option<String>,
 }
 
 impl ViewArgs {
@@ -46,7 +50,11 @@ impl ViewArgs {
 
 impl TokenArgs {
     fn tokens(&self) -> argus_coordinator::Tokens {
-        argus_coordinator::Tokens { worker: self.worker_token.clone(), client: self.client_token.clone() }
+        argus_coordinator::Tokens {
+            worker: self.worker_token.clone(),
+            client: self.client_token.clone(),
+            read: self.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
+        }
     }
 }
 

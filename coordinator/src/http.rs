@@ -1,24 +1,46 @@
 //! The coordinator's HTTP port, beside gRPC: the dashboard and its API,
 //! `/metrics` for Prometheus and `/healthz` for load balancers.
+//!
+//! Every request passes one guard first: with a read token set, everything
+//! but `/healthz` needs it (`Authorization: Bearer TOKEN`, or HTTP Basic with
+//! the token as the password, which a browser asks for); a path or query
+//! that holds a NUL byte or is not UTF-8 is refused with 400; and any error
+//! under `/api/` is JSON (`{"error": …}`), never a bare body or a database's
+//! own text. Connections that do not finish their headers in time are
+//! closed.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
 
 use crate::core::{Command, Handle};
 use crate::metrics::Metrics;
 use crate::store::Store;
+
+/// How long a client may take to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest error body turned into a JSON message.
+const ERROR_BODY_LIMIT: usize = 16 * 1024;
 
 #[derive(Clone)]
 pub struct HttpState {
     pub handle: Handle,
     pub metrics: Arc<Metrics>,
     pub store: Store,
+    /// Required of every request but `/healthz`, when set.
+    pub read_token: Option<Arc<str>>,
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -26,7 +48,127 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .merge(crate::dashboard::routes())
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
+}
+
+async fn not_found(request: Request) -> Response {
+    let shown = request.uri().path().escape_debug().to_string();
+    (StatusCode::NOT_FOUND, format!("no page {shown}")).into_response()
+}
+
+/// Serves `router` on `listener` until `shutdown`, each connection a tracked
+/// task; a connection that does not send its headers within
+/// [`HEADER_TIMEOUT`] is closed.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: CancellationToken, tasks: TaskTracker) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait, then go on.
+                    warn!(%error, "cannot accept an HTTP connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                _ = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = served {
+                debug!(%peer, %error, "HTTP connection ended");
+            }
+        });
+    }
+}
+
+/// See the module's comment.
+async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let api = request.uri().path().starts_with("/api/");
+    let refuse = |status: StatusCode, message: String| -> Response {
+        if api {
+            (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+        } else {
+            (status, message).into_response()
+        }
+    };
+    if let Some(problem) = uri_problem(request.uri()) {
+        return refuse(StatusCode::BAD_REQUEST, problem);
+    }
+    if let Some(token) = &state.read_token
+        && request.uri().path() != "/healthz"
+        && !authorized(request.headers(), token)
+    {
+        let mut response = refuse(
+            StatusCode::UNAUTHORIZED,
+            "this dashboard needs its read token: Authorization: Bearer TOKEN, or the token as the password".into(),
+        );
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"argus\""));
+        return response;
+    }
+    let response = next.run(request).await;
+    if api && (response.status().is_client_error() || response.status().is_server_error()) && !is_json(&response) {
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), ERROR_BODY_LIMIT).await.unwrap_or_default();
+        let text = String::from_utf8_lossy(&body).trim().to_owned();
+        let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_lowercase() } else { text };
+        return refuse(status, message);
+    }
+    response
+}
+
+fn is_json(response: &Response<Body>) -> bool {
+    response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
+/// A NUL byte or text that is not UTF-8, once percent-decoded, in the path
+/// or the query.
+fn uri_problem(uri: &axum::http::Uri) -> Option<String> {
+    for (part, raw) in [("path", uri.path()), ("query", uri.query().unwrap_or(""))] {
+        let decoded: Vec<u8> = percent_encoding::percent_decode_str(raw).collect();
+        let decoded =
+            decoded.iter().map(|b| if *b == b'+' && part == "query" { b' ' } else { *b }).collect::<Vec<u8>>();
+        match std::str::from_utf8(&decoded) {
+            Err(_) => return Some(format!("the request's {part} is not UTF-8")),
+            Ok(text) if text.contains('\0') => return Some(format!("the request's {part} holds a NUL byte")),
+            Ok(_) => {}
+        }
+    }
+    None
+}
+
+/// The read token, as a bearer token or as a Basic password.
+fn authorized(headers: &axum::http::HeaderMap, token: &str) -> bool {
+    use base64::Engine;
+    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+    let given = if let Some(bearer) = value.strip_prefix("Bearer ") {
+        bearer.as_bytes().to_vec()
+    } else if let Some(basic) = value.strip_prefix("Basic ") {
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(basic.trim()) else { return false };
+        match decoded.iter().position(|b| *b == b':') {
+            Some(colon) => decoded[colon + 1..].to_vec(),
+            None => return false,
+        }
+    } else {
+        return false;
+    };
+    argus_proto::auth::same(&given, token.as_bytes())
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {

@@ -213,6 +213,8 @@ pub enum ServeError {
 pub struct Tokens {
     pub worker: Option<String>,
     pub client: Option<String>,
+    /// The dashboard, its API and `/metrics` (not `/healthz`).
+    pub read: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -220,6 +222,7 @@ impl std::fmt::Debug for Tokens {
         f.debug_struct("Tokens")
             .field("worker", &self.worker.as_ref().map(|_| "<set>"))
             .field("client", &self.client.as_ref().map(|_| "<set>"))
+            .field("read", &self.read.as_ref().map(|_| "<set>"))
             .finish()
     }
 }
@@ -272,15 +275,11 @@ pub async fn serve_with(
     let tasks = tokio_util::task::TaskTracker::new();
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
-        let router = crate::http::router(HttpState { handle: handle.clone(), metrics, store: store.clone() });
-        let stop = shutdown.clone();
+        let state =
+            HttpState { handle: handle.clone(), metrics, store: store.clone(), read_token: tokens.read.clone() };
+        let router = crate::http::router(state);
         tasks.spawn(tracing::Instrument::instrument(
-            async move {
-                let served = axum::serve(http, router).with_graceful_shutdown(stop.cancelled_owned()).await;
-                if let Err(error) = served {
-                    warn!(%error, "the HTTP server stopped");
-                }
-            },
+            crate::http::serve(http, router, shutdown.clone(), tasks.clone()),
             tracing::info_span!("http"),
         ));
     }
@@ -320,7 +319,8 @@ pub async fn serve_with(
     let incoming = crate::incoming::checked(listener, tls.is_some(), shutdown.clone());
     let server = builder
         .add_service(health_service)
-        .add_service(reflection)
+        // What the API looks like is for clients only.
+        .add_service(tonic::service::interceptor::InterceptedService::new(reflection, client_check.clone()))
         .add_service(WorkersServer::with_interceptor(services.clone(), worker_check))
         .add_service(RunsServer::with_interceptor(services.clone(), client_check.clone()))
         .add_service(FleetServer::with_interceptor(services, client_check))

@@ -47,7 +47,9 @@ impl RequireToken {
     }
 }
 
-fn same(a: &[u8], b: &[u8]) -> bool {
+/// Whether two tokens are the same, in time that does not depend on where
+/// they differ.
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

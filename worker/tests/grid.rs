@@ -318,7 +318,8 @@ async fn tokens_keep_out_workers_and_clients_without_them() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
-    let tokens = argus_coordinator::Tokens { worker: Some("w-secret".into()), client: Some("c-secret".into()) };
+    let tokens =
+        argus_coordinator::Tokens { worker: Some("w-secret".into()), client: Some("c-secret".into()), read: None };
     let options = argus_coordinator::Options { tokens, ..Default::default() };
     tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let start_worker = |name: &str, token: Option<&str>| {

@@ -19,10 +19,15 @@ use crate::store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
 pub struct ApiError(pub StatusCode, pub String);
 
 impl From<StoreError> for ApiError {
+    /// The database's own words stay in the log: they may quote what the
+    /// request sent, and say nothing a user can act on.
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NoRun(id) => ApiError(StatusCode::NOT_FOUND, format!("no run {id}")),
-            other => ApiError(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+            other => {
+                tracing::warn!(error = %other, "the store could not answer a dashboard request");
+                ApiError(StatusCode::SERVICE_UNAVAILABLE, "the store could not answer; try again".into())
+            }
         }
     }
 }
@@ -56,6 +61,8 @@ pub struct RunsQuery {
 
 const RESULTS: [&str; 4] = ["passed", "failed", "cancelled", "running"];
 pub const PER_PAGE: u32 = 50;
+/// The furthest page: 5,000,000 runs back.
+pub const MAX_PAGE: u32 = 100_000;
 
 impl RunsQuery {
     pub fn filter(&self) -> Result<RunFilter, ApiError> {
@@ -89,6 +96,16 @@ impl RunsQuery {
     pub fn page(&self) -> u32 {
         self.page.unwrap_or(1).max(1)
     }
+
+    /// How many runs the page skips; a page past any list is refused.
+    pub fn offset(&self) -> Result<u32, ApiError> {
+        (self.page() - 1).checked_mul(PER_PAGE).filter(|_| self.page() <= MAX_PAGE).ok_or_else(|| {
+            ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("page: {} is past the last page ({MAX_PAGE} at most)", self.page()),
+            )
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -101,7 +118,7 @@ pub struct RunsPage {
 pub async fn runs_page(state: &HttpState, query: &RunsQuery) -> Result<RunsPage, ApiError> {
     let filter = query.filter()?;
     let page = query.page();
-    let mut rows = state.store.runs_page(&filter, (page - 1) * PER_PAGE, PER_PAGE).await?;
+    let mut rows = state.store.runs_page(&filter, query.offset()?, PER_PAGE).await?;
     let more = rows.len() > PER_PAGE as usize;
     rows.truncate(PER_PAGE as usize);
     let mut runs: Vec<RunView> = rows.into_iter().map(RunView::new).collect();
