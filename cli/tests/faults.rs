@@ -629,3 +629,35 @@ fn a_worker_that_dials_again_keeps_its_name_and_its_devices_ids() {
     let listing = text(&grid.argus(&["devices"]));
     assert_eq!(listing.lines().filter(|l| l.starts_with("blip/s1")).count(), 1, "{listing}");
 }
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn an_app_relaunched_again_and_again_within_the_grace_costs_reruns_not_failures() {
+    let mut grid = Grid::start("relaunch-storm", 1, 2, database(None));
+    let client = grid.run(&["--once"]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let port = grid.workers[0].1[0];
+    let at = Instant::now();
+    // Killed and launched again at once, three times: each time the driver
+    // resends the call in flight to a fresh app.
+    for _ in 0..3 {
+        grid.sims.remove(&port);
+        grid.sims.insert(port, Killed(sim(port)));
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let (code, printed) = finish(client);
+    assert_eq!(
+        code,
+        Some(0),
+        "no case is charged with the relaunches (--once: a failure would fail the run): {printed}"
+    );
+    let log = assert_whole(&grid, &run_id);
+    let device = format!("w0/{port}");
+    let relaunches = log
+        .iter()
+        .filter(|r| r.infrastructure == 1 && r.error.as_deref().is_some_and(|e| e.contains("relaunched")))
+        .count();
+    assert!(relaunches >= 1, "a relaunch mid-attempt was recognised: {log:?}");
+    taken_back(&log, &device, "app relaunched within the grace (three times)", at);
+}

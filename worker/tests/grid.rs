@@ -11,7 +11,7 @@ use argus_coordinator::store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use common::{Sim, free_port};
+use common::{Proxy, Sim, free_port};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -296,6 +296,63 @@ async fn an_app_that_leaves_for_good_hands_its_attempt_to_another_device() {
     let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
     let states: Vec<i32> = devices.iter().filter_map(|d| d.device.as_ref().map(|d| d.state)).collect();
     assert!(states.contains(&(grpc::DeviceState::Disconnected as i32)), "the device is marked: {states:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_relaunched_within_the_grace_is_the_infrastructure_not_a_failed_case() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 1);
+    wait_for_devices(&grid.url, 1).await;
+    let port = grid.sims[0].port();
+    let source = "---\nid: feed\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.idle: { quietMs: 1500, timeoutMs: 5000 }\n  - app.see: \"Bo's chair\"\n";
+    let cases = vec![grpc::CaseFile { path: "cases/feed.md".into(), source: source.into() }];
+    let url = grid.url.clone();
+    // No retries: a relaunch charged to the case would fail the run.
+    let run = tokio::spawn(async move { run_to_end(&url, grpc::SubmitRequest { retries: 0, ..request(cases) }).await });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Killed mid-call and launched again well within the driver's 2.5 s
+    // grace: the call is resent to a fresh app, at its first screen.
+    grid.sims[0].stop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    grid.sims.push(Sim::start(port, None));
+    let (lines, infra, manifest) = run.await.unwrap();
+    assert_eq!(infra.len(), 1, "{infra:?} {lines:?}");
+    assert!(infra[0].contains("the app was relaunched during the attempt"), "{infra:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!((lines[0].attempt, lines[0].result), (1, CaseResult::Passed), "it ran again as the same attempt");
+    assert_eq!(manifest.totals.unwrap().failed, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_whose_connection_blips_mid_call_carries_on() {
+    let mut grid = grid().await;
+    let port = free_port();
+    let config = WorkerConfig {
+        coordinator: grid.url.clone(),
+        name: "w1".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        tls_ca: None,
+        slots: vec![SlotConfig::for_port(port, "ios")],
+    };
+    let cancel = CancellationToken::new();
+    tokio::spawn(link::run(config, cancel.clone()));
+    grid.workers.push(cancel);
+    // The app dials through a proxy whose connections can be cut: the same
+    // app, on the same screen, comes back.
+    let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().unwrap()).await;
+    grid.sims.push(Sim::start(proxy.addr.port(), None));
+    wait_for_devices(&grid.url, 1).await;
+    let source = "---\nid: feed\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.idle: { quietMs: 1500, timeoutMs: 5000 }\n  - app.see: \"Bo's chair\"\n";
+    let cases = vec![grpc::CaseFile { path: "cases/feed.md".into(), source: source.into() }];
+    let url = grid.url.clone();
+    let run = tokio::spawn(async move { run_to_end(&url, grpc::SubmitRequest { retries: 0, ..request(cases) }).await });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    proxy.cut();
+    let (lines, infra, _) = run.await.unwrap();
+    assert!(infra.is_empty(), "a blip is not a relaunch: {infra:?}");
+    assert_eq!((lines.len(), lines[0].result), (1, CaseResult::Passed), "{lines:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

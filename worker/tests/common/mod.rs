@@ -92,6 +92,7 @@ impl BareApp {
 /// A simulated app running the example shop model.
 pub struct Sim {
     pub app: Arc<App>,
+    port: u16,
     cancel: CancellationToken,
 }
 
@@ -114,7 +115,12 @@ impl Sim {
         let config = AgentConfig { port, token: token.map(str::to_owned), ..AgentConfig::default() };
         let cancel = CancellationToken::new();
         tokio::spawn(Agent::new(app.clone(), config).run(cancel.clone()));
-        Self { app, cancel }
+        Self { app, port, cancel }
+    }
+
+    /// The port it dials.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     pub fn stop(&self) {
