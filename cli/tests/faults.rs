@@ -232,6 +232,16 @@ fn taken_back(log: &[LogRow], device: &str, fault: &str, since: Instant) -> f64 
     seconds
 }
 
+/// A GET on the coordinator's HTTP port: the whole response.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 fn finish(client: Child) -> (Option<i32>, String) {
     let output = client.wait_with_output().unwrap();
     (output.status.code(), text(&output))
@@ -435,6 +445,16 @@ fn a_run_whose_devices_are_all_quarantined_says_why_and_ends() {
         assert!(output.status.success(), "{}", text(&output));
     }
     let at = Instant::now();
+    // While it waits, the dashboard says why.
+    let page = loop {
+        let page = http_get(&grid.http, &format!("/runs/{run_id}"));
+        if page.contains("Waiting for devices") || at.elapsed() > Duration::from_secs(3) {
+            break page;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(page.contains("<b>Waiting for devices:</b> every device is out:"), "{page}");
+    assert!(page.contains("quarantined (cracked screen)"), "{page}");
     let (code, printed) = finish(client);
     assert_eq!(code, Some(2), "{printed}");
     let why =
@@ -660,4 +680,26 @@ fn an_app_relaunched_again_and_again_within_the_grace_costs_reruns_not_failures(
         .count();
     assert!(relaunches >= 1, "a relaunch mid-attempt was recognised: {log:?}");
     taken_back(&log, &device, "app relaunched within the grace (three times)", at);
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_worker_stopped_with_sigterm_finishes_its_attempts_first() {
+    let mut grid = Grid::start("drain-worker", 2, 1, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let had = grid.log(&run_id).iter().filter(|r| r.worker_id.as_deref() == Some("w0")).count();
+    let at = Instant::now();
+    signal(&grid.workers[0].0.0, "TERM");
+    let status = grid.workers[0].0.0.wait().unwrap();
+    let stopped = at.elapsed();
+    assert!(status.success(), "the worker stops cleanly: {status:?}");
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "{printed}");
+    let log = assert_whole(&grid, &run_id);
+    let from_w0: Vec<&LogRow> = log.iter().filter(|r| r.worker_id.as_deref() == Some("w0")).collect();
+    assert!(from_w0.iter().all(|r| r.infrastructure == 0), "its attempts finished, none was cut: {from_w0:?}");
+    assert!(from_w0.len() > had, "the attempt it was running was recorded");
+    println!("recovery: worker SIGTERM: it finished its attempt and stopped after {:.2} s", stopped.as_secs_f64());
 }

@@ -196,3 +196,62 @@ fn a_run_is_one_trace_from_the_client_through_the_coordinator_and_workers_to_the
     drop(runtime);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn wrong_addresses_and_tokens_are_told_what_to_change() {
+    let dir = temp_dir("addresses");
+    let port = free_port();
+    let http_port = free_port();
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    let _coordinator = common::Killed(spawn(
+        &[
+            "coordinator",
+            "--database-url",
+            &database,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--http",
+            &format!("127.0.0.1:{http_port}"),
+            "--worker-token",
+            "w-secret",
+        ],
+        &dir,
+    ));
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !Command::new(ARGUS).args(["devices", "--coordinator", &url]).output().unwrap().status.success() {
+        assert!(std::time::Instant::now() < deadline, "the coordinator never answered");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // No scheme.
+    let output = Command::new(ARGUS).args(["devices", "--coordinator", &format!("127.0.0.1:{port}")]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output).contains(&format!("\"127.0.0.1:{port}\" has no scheme: give http://127.0.0.1:{port}")),
+        "{}",
+        text(&output)
+    );
+    // The HTTP port, not the gRPC one.
+    let output = Command::new(ARGUS)
+        .args(["devices", "--coordinator", &format!("http://127.0.0.1:{http_port}")])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output).contains("does not answer gRPC: is it the coordinator's HTTP (dashboard) port?"),
+        "{}",
+        text(&output)
+    );
+    // A worker with the wrong token stops at once, saying why, rather than
+    // dialing for ever.
+    let started = std::time::Instant::now();
+    let output = Command::new(ARGUS)
+        .args(["worker", "--coordinator", &url, "--ports", &free_port().to_string(), "--token", "wrong"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("the coordinator refused this worker"), "{}", text(&output));
+    assert!(text(&output).contains("token"), "{}", text(&output));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -39,7 +39,11 @@ pub async fn connect(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
     } else if ca.is_some() {
         return Err(format!("a CA certificate was given for {url}: use https:// to connect with TLS"));
     }
-    let channel = endpoint.connect().await.map_err(|error| explain(url, tls, &error.to_string(), &error))?;
+    let channel = match endpoint.connect().await {
+        Ok(channel) => channel,
+        Err(error) if !tls && speaks_http1(url).await => return Err(not_grpc(url, &error.to_string())),
+        Err(error) => return Err(explain(url, tls, &error.to_string(), &error)),
+    };
     // HTTP/2 connects without hearing from the server; a health check
     // (open to all) proves the coordinator answers on this scheme.
     let mut health = HealthClient::new(channel.clone());
@@ -47,11 +51,36 @@ pub async fn connect(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
     match health.check(check).await {
         Ok(_) => Ok(channel),
         Err(status) if status.code() == tonic::Code::Unimplemented => Ok(channel),
+        Err(status) if !tls && speaks_http1(url).await => Err(not_grpc(url, status.message())),
         Err(status) => Err(match std::error::Error::source(&status) {
             Some(source) => explain(url, tls, status.message(), source),
             None => format!("the coordinator at {url} answered its health check with {status}"),
         }),
     }
+}
+
+fn not_grpc(url: &str, causes: &str) -> String {
+    format!(
+        "{url} does not answer gRPC: is it the coordinator's HTTP (dashboard) port? gRPC listens on the \
+         coordinator's --listen address, 127.0.0.1:7171 by default ({causes})"
+    )
+}
+
+/// Whether what listens at `url` answers plain HTTP/1 (a dashboard, a web
+/// server): asked once, with a short timeout, only to word an error.
+async fn speaks_http1(url: &str) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(uri) = url.parse::<tonic::codegen::http::Uri>() else { return false };
+    let Some(authority) = uri.authority() else { return false };
+    let port = authority.port_u16().unwrap_or(80);
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect((authority.host(), port)).await.ok()?;
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nhost: argus\r\nconnection: close\r\n\r\n").await.ok()?;
+        let mut head = [0u8; 8];
+        stream.read_exact(&mut head).await.ok()?;
+        Some(head.starts_with(b"HTTP/1."))
+    };
+    tokio::time::timeout(Duration::from_secs(2), probe).await.ok().flatten().unwrap_or(false)
 }
 
 /// The transport error, with its causes, in words that say what to change.
@@ -68,18 +97,6 @@ fn explain(url: &str, tls: bool, message: &str, error: &(dyn std::error::Error +
         source = cause.source();
     }
     let lower = causes.to_lowercase();
-    // An HTTP/1 server (the coordinator's dashboard port, say) answers the
-    // HTTP/2 preface with something that is not gRPC.
-    if lower.contains("grpc-status header missing")
-        || lower.contains("invalid http2")
-        || lower.contains("frame with invalid size")
-        || lower.contains("http/1")
-    {
-        return format!(
-            "{url} does not answer gRPC: is it the coordinator's HTTP (dashboard) port? gRPC listens on the \
-             coordinator's --listen address, 127.0.0.1:7171 by default ({causes})"
-        );
-    }
     if lower.contains("refused") {
         return format!("cannot reach the coordinator at {url}: nothing listens there ({causes})");
     }

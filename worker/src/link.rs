@@ -305,8 +305,10 @@ async fn link(
                 }
                 let going = grpc::GoingAway { reason: "the worker is stopping".into() };
                 let _ = out.send(send(worker_message::Kind::GoingAway(going))).await;
-                // Let the stream carry what is queued before it is dropped.
-                let _ = tokio::time::timeout(Duration::from_secs(2), out.closed()).await;
+                // The coordinator ends the stream once it has read all of
+                // it, GoingAway last; then nothing queued is lost.
+                let drained = async { while let Ok(Some(_)) = inbound.message().await {} };
+                let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
                 return LinkEnd::Stopped;
             }
         }

@@ -210,6 +210,34 @@ async fn a_selector_no_device_matches_is_refused_naming_the_fleet() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_checks_what_it_is_sent_whoever_sends_it() {
+    let mut grid = grid().await;
+    worker(&mut grid, "w1", 1);
+    wait_for_devices(&grid.url, 1).await;
+    let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
+    let mut refused = async |request: grpc::SubmitRequest| {
+        let status = runs.submit(request).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        status.message().to_owned()
+    };
+    let unknown = vec![grpc::CaseFile {
+        path: "cases/x.md".into(),
+        source: "---\nid: x\n---\nsteps:\n  - app.teleport: home\n".into(),
+    }];
+    assert_eq!(
+        refused(request(unknown)).await,
+        "cases/x.md:5: app.teleport is not a step: lynkeus has no command teleport, and the project declares no macro for it"
+    );
+    let message = refused(grpc::SubmitRequest { config_json: "{not json".into(), ..request(suite(1)) }).await;
+    assert!(message.starts_with("config_json: not JSON"), "{message}");
+    let message = refused(grpc::SubmitRequest { retries: u32::MAX, ..request(suite(1)) }).await;
+    assert_eq!(message, "retries 4294967295: a run may retry a case 10 times at most");
+    let climbing = vec![grpc::CaseFile { path: "../../../../etc/x.md".into(), ..suite(1).remove(0) }];
+    let message = refused(request(climbing)).await;
+    assert_eq!(message, "../../../../etc/x.md: a case file's path may not climb out of the suite with `..`");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_case_is_retried_and_both_attempts_are_reported() {
     let mut grid = grid().await;
     worker(&mut grid, "w1", 2);

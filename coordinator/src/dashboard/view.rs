@@ -42,6 +42,8 @@ pub struct RunView {
     pub retried: Option<i64>,
     /// For a run that is going: attempts finished so far.
     pub finished_attempts: Option<i64>,
+    /// For a run that waits: why no device takes its attempts.
+    pub waiting: Option<String>,
 }
 
 impl RunView {
@@ -68,6 +70,7 @@ impl RunView {
             failed: row.failed,
             retried: row.retried,
             finished_attempts: None,
+            waiting: row.waiting_reason.filter(|_| row.finished_at.is_none()),
         }
     }
 
