@@ -703,3 +703,24 @@ fn a_worker_stopped_with_sigterm_finishes_its_attempts_first() {
     assert!(from_w0.len() > had, "the attempt it was running was recorded");
     println!("recovery: worker SIGTERM: it finished its attempt and stopped after {:.2} s", stopped.as_secs_f64());
 }
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_coordinator_stopped_with_sigterm_commits_and_exits_and_the_run_goes_on_after() {
+    let mut grid = Grid::start("stop-coordinator", 1, 2, database(None));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let at = Instant::now();
+    let mut coordinator = grid.coordinator.take().unwrap();
+    signal(&coordinator.0, "TERM");
+    let status = coordinator.0.wait().unwrap();
+    let stopped = at.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(stopped < Duration::from_secs(10), "stopped after {stopped:?}");
+    println!("recovery: coordinator SIGTERM: it stopped after {:.2} s", stopped.as_secs_f64());
+    grid.start_coordinator();
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "{printed}");
+    assert_whole(&grid, &run_id);
+}
