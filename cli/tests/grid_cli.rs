@@ -255,3 +255,19 @@ fn wrong_addresses_and_tokens_are_told_what_to_change() {
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_simulated_app_stops_on_sigterm() {
+    let mut app = common::sim(free_port());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    common::signal(&app, "TERM");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(status) = app.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "argus sim outlived SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -130,6 +130,9 @@ pub enum Command {
 /// the device is quarantined.
 const SUSPECT_CASES: usize = 3;
 
+/// The most device slots one worker may register.
+pub const MAX_DEVICES_PER_WORKER: usize = 1024;
+
 /// The most commands the owner task takes in one burst.
 const MAX_BURST: usize = 512;
 
@@ -688,6 +691,16 @@ impl Core {
         if let Some(problem) = name_problem(name) {
             return Err(CoreError::Invalid(format!("worker name {name:?}: {problem}")));
         }
+        if register.devices.len() > MAX_DEVICES_PER_WORKER {
+            return Err(CoreError::Invalid(format!(
+                "worker {name}: {} devices; a worker may have {MAX_DEVICES_PER_WORKER}",
+                register.devices.len()
+            )));
+        }
+        let mut slots = std::collections::HashSet::new();
+        if let Some(twice) = register.devices.iter().find(|d| !slots.insert(d.slot.as_str())) {
+            return Err(CoreError::Invalid(format!("worker {name}: slot {:?} is given twice", twice.slot)));
+        }
         let id = name.to_owned();
         if self.workers.contains_key(&id) {
             info!(worker = %id, "worker dialed again; its new stream replaces the old");
@@ -726,7 +739,11 @@ impl Core {
 
     fn update_device(&mut self, worker: &str, info: grpc::Device) {
         let id = format!("{worker}/{}", info.slot);
-        let hello: Option<Value> = serde_json::from_str(&info.hello_json).ok();
+        let (hello, unreadable) = match serde_json::from_str::<Value>(&info.hello_json) {
+            Ok(hello) => (Some(hello), None),
+            Err(_) if info.hello_json.is_empty() => (None, None),
+            Err(error) => (None, Some(format!("the worker sent a hello that does not parse: {error}"))),
+        };
         let app = hello
             .as_ref()
             .and_then(|h| h.get("app"))
@@ -736,13 +753,14 @@ impl Core {
         let said = hello.as_ref().and_then(|h| h.get("platform")).and_then(Value::as_str).map(str::to_owned);
         // The slot's platform is what operators configured and selectors
         // name; an app that says otherwise is on the wrong slot.
-        let mismatch =
+        let mismatch = unreadable.or_else(|| {
             said.as_ref().filter(|p| !info.platform.is_empty() && !p.eq_ignore_ascii_case(&info.platform)).map(|p| {
                 format!(
                     "its slot is {} but its app says {p}: fix the slot's platform or the app it runs",
                     info.platform
                 )
-            });
+            })
+        });
         let platform = if info.platform.is_empty() { said.clone().unwrap_or_default() } else { info.platform.clone() };
         let labels = info.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let entry = self.devices.entry(id.clone()).or_insert_with(|| Device {

@@ -59,6 +59,15 @@ async fn coordinator_on(url: &str) -> (String, CancellationToken) {
 /// A worker with `devices` slots, each with a simulated app dialing it.
 fn worker(grid: &mut Grid, name: &str, devices: usize) -> CancellationToken {
     let ports: Vec<u16> = (0..devices).map(|_| free_port()).collect();
+    let cancel = worker_on(grid, name, &ports);
+    for port in ports {
+        grid.sims.push(Sim::start(port, None));
+    }
+    cancel
+}
+
+/// A worker with one iOS slot per port, and no apps: the test starts them.
+fn worker_on(grid: &mut Grid, name: &str, ports: &[u16]) -> CancellationToken {
     let config = WorkerConfig {
         coordinator: grid.url.clone(),
         name: name.into(),
@@ -70,9 +79,6 @@ fn worker(grid: &mut Grid, name: &str, devices: usize) -> CancellationToken {
     };
     let cancel = CancellationToken::new();
     tokio::spawn(link::run(config, cancel.clone()));
-    for port in ports {
-        grid.sims.push(Sim::start(port, None));
-    }
     grid.workers.push(cancel.clone());
     cancel
 }
@@ -355,18 +361,7 @@ async fn an_app_relaunched_within_the_grace_is_the_infrastructure_not_a_failed_c
 async fn an_app_whose_connection_blips_mid_call_carries_on() {
     let mut grid = grid().await;
     let port = free_port();
-    let config = WorkerConfig {
-        coordinator: grid.url.clone(),
-        name: "w1".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: vec![SlotConfig::for_port(port, "ios")],
-    };
-    let cancel = CancellationToken::new();
-    tokio::spawn(link::run(config, cancel.clone()));
-    grid.workers.push(cancel);
+    worker_on(&mut grid, "w1", &[port]);
     // The app dials through a proxy whose connections can be cut: the same
     // app, on the same screen, comes back.
     let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().unwrap()).await;
@@ -516,6 +511,20 @@ async fn a_cancelled_run_is_cut_short_and_frees_the_fleet() {
         runs.watch(grpc::WatchRequest { run_id: submitted.run_id.clone(), after_seq: 0 }).await.unwrap().into_inner();
     tokio::time::sleep(Duration::from_millis(400)).await;
     runs.cancel(grpc::CancelRequest { run_id: submitted.run_id.clone() }).await.unwrap();
+    // The workers stop the attempts at once (each had most of a second of
+    // steps left), and their devices are idle again.
+    let cancelled = tokio::time::Instant::now();
+    let mut fleet = grpc::fleet_client::FleetClient::connect(grid.url.clone()).await.unwrap();
+    loop {
+        let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
+        let idle =
+            devices.iter().filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32));
+        if idle.count() == 2 {
+            break;
+        }
+        assert!(cancelled.elapsed() < Duration::from_millis(500), "the cancelled attempts went on: {devices:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let manifest = loop {
         let update = tokio::time::timeout(Duration::from_secs(10), updates.message()).await.unwrap().unwrap().unwrap();
         if let Some(run_update::Kind::RunFinished(done)) = update.kind {
@@ -615,18 +624,7 @@ async fn steps_stream_to_the_client_as_they_finish() {
 async fn a_device_whose_failures_pass_elsewhere_is_quarantined() {
     let mut grid = grid().await;
     let port = free_port();
-    let config = WorkerConfig {
-        coordinator: grid.url.clone(),
-        name: "sick".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: vec![SlotConfig::for_port(port, "ios")],
-    };
-    let cancel = CancellationToken::new();
-    tokio::spawn(link::run(config, cancel.clone()));
-    grid.workers.push(cancel);
+    worker_on(&mut grid, "sick", &[port]);
     // The app on this device renders its title wrong; every case looks for it.
     grid.sims.push(Sim::start_altered(port, "Welcome to Shop", "Welcome to Sh0p"));
     worker(&mut grid, "good", 2);
