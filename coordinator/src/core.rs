@@ -15,7 +15,9 @@ use tracing::{info, warn};
 
 use crate::metrics::{Metrics, Snapshot};
 use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
-use crate::store::{AttemptOutcome, DeviceRecord, NewCase, NewLease, NewRun, StepRow, Store, StoreError, WorkerRecord};
+use crate::store::{
+    AttemptOutcome, DeviceRecord, NewCase, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
+};
 use crate::watch::{self, WatchStream, Watcher};
 
 /// How long a lease lives without a heartbeat.
@@ -289,8 +291,10 @@ struct Core {
     leases: HashMap<String, Lease>,
     runs: HashMap<String, Run>,
     pending: Vec<Pending<Key>>,
-    /// What the store failed to take, tried again at each sweep.
+    /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
+    /// Tries queued and cases settled by this burst, not yet written
+    /// ([`Core::flush`]; kept when the store fails).
     unqueued: Vec<(Key, Option<String>)>,
     unsettled_cases: Vec<(String, String, CaseResult)>,
     unsaved_quarantines: Vec<(String, String)>,
@@ -384,6 +388,9 @@ pub async fn start(
                     },
                     _ = sweep.tick() => core.sweep().await,
                 }
+                // What the burst decided is written in a few statements,
+                // before any device is handed the attempts it queued.
+                core.flush().await;
                 if core.dispatch_due {
                     core.dispatch().await;
                 }
@@ -900,7 +907,7 @@ impl Core {
             try_no: lease.try_no + 1,
         };
         self.metrics.retried("infrastructure");
-        self.queue(key, Some(lease.device.clone())).await;
+        self.queue(key, Some(lease.device.clone()));
         let device = self.device_ref(&lease.device);
         if let Some(run) = self.runs.get_mut(&lease.run_id) {
             run.publish(watch::taken_back(seq, &lease.case_id, lease.attempt, &reason, device));
@@ -908,14 +915,58 @@ impl Core {
         self.dispatch_due = true;
     }
 
-    /// Queues the next try of an attempt, in the store and then in memory;
-    /// one the store could not take is tried again at the next sweep.
-    async fn queue(&mut self, key: Key, avoid_device: Option<String>) {
-        match self.store.queue(&key.run, &key.case, key.attempt, key.try_no, now_ms()).await {
-            Ok(()) => self.enqueue(key, avoid_device),
-            Err(error) => {
-                warn!(%error, run = %key.run, case = %key.case, "cannot queue an attempt; trying again");
-                self.unqueued.push((key, avoid_device));
+    /// Queues the next try of an attempt: written with the rest of the
+    /// burst's ([`Core::flush`]), then offered to devices.
+    fn queue(&mut self, key: Key, avoid_device: Option<String>) {
+        self.unqueued.push((key, avoid_device));
+    }
+
+    /// Writes what the burst decided, a statement or two for all of it: the
+    /// tries it queued, then the cases it settled (and the runs that are
+    /// thereby over). What the store refuses stays, and the next flush
+    /// tries again.
+    async fn flush(&mut self) {
+        if !self.unqueued.is_empty() {
+            let tries: Vec<PendingTry> = self
+                .unqueued
+                .iter()
+                .map(|(k, _)| PendingTry {
+                    run_id: k.run.clone(),
+                    case_id: k.case.clone(),
+                    attempt: k.attempt,
+                    try_no: k.try_no,
+                })
+                .collect();
+            match self.store.queue_many(&tries, now_ms()).await {
+                Ok(()) => {
+                    for (key, avoid) in std::mem::take(&mut self.unqueued) {
+                        self.enqueue(key, avoid);
+                    }
+                    self.dispatch_due = true;
+                }
+                Err(error) => warn!(%error, attempts = tries.len(), "cannot queue attempts; trying again"),
+            }
+        }
+        if !self.unsettled_cases.is_empty() {
+            let results: Vec<(String, String, String)> = self
+                .unsettled_cases
+                .iter()
+                .map(|(run, case, result)| (run.clone(), case.clone(), result_name(*result).to_owned()))
+                .collect();
+            match self.store.set_case_results(&results).await {
+                Ok(()) => {
+                    let mut runs = std::collections::BTreeSet::new();
+                    for (run_id, case_id, _) in std::mem::take(&mut self.unsettled_cases) {
+                        if let Some(case) = self.runs.get_mut(&run_id).and_then(|r| r.cases.get_mut(&case_id)) {
+                            case.done = true;
+                        }
+                        runs.insert(run_id);
+                    }
+                    for run_id in runs {
+                        self.finish_run_if_done(&run_id).await;
+                    }
+                }
+                Err(error) => warn!(%error, cases = results.len(), "cannot record cases' results; trying again"),
             }
         }
     }
@@ -1049,12 +1100,7 @@ impl Core {
         if !unrecorded.is_empty() {
             self.record_results(unrecorded, true).await;
         }
-        for (key, avoid) in std::mem::take(&mut self.unqueued) {
-            self.queue(key, avoid).await;
-        }
-        for (run_id, case_id, result) in std::mem::take(&mut self.unsettled_cases) {
-            self.settle_case(&run_id, &case_id, result).await;
-        }
+        self.flush().await;
         for (device, reason) in std::mem::take(&mut self.unsaved_quarantines) {
             if self.devices.get(&device).is_some_and(|d| d.quarantine.as_ref() == Some(&reason)) {
                 self.quarantine_for(&device, reason).await;
@@ -1539,7 +1585,7 @@ impl Core {
             let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
             self.metrics.retried("infrastructure");
             let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
-            self.queue(key, Some(device_id.clone())).await;
+            self.queue(key, Some(device_id.clone()));
             if let Some(run) = self.runs.get_mut(&run_id) {
                 run.publish(watch::taken_back(seq, &case_id, attempt, reason, device));
             }
@@ -1569,25 +1615,16 @@ impl Core {
         if retry {
             self.metrics.retried("retry");
             let key = Key { run: run_id.clone(), case: case_id.clone(), attempt: attempt + 1, try_no: 1 };
-            self.queue(key, Some(device_id)).await;
+            self.queue(key, Some(device_id));
         } else {
-            self.settle_case(&run_id, &case_id, line.result).await;
+            self.settle_case(&run_id, &case_id, line.result);
         }
     }
 
-    /// A case has its final result: recorded, then the run may be over.
-    async fn settle_case(&mut self, run_id: &str, case_id: &str, result: CaseResult) {
-        if let Err(error) = self.store.set_case_result(run_id, case_id, result_name(result)).await {
-            warn!(%error, run = run_id, case = case_id, "cannot record a case's result; trying again");
-            self.unsettled_cases.push((run_id.to_owned(), case_id.to_owned(), result));
-            return;
-        }
-        if let Some(run) = self.runs.get_mut(run_id)
-            && let Some(case) = run.cases.get_mut(case_id)
-        {
-            case.done = true;
-        }
-        self.finish_run_if_done(run_id).await;
+    /// A case has its final result: recorded with the rest of the burst's
+    /// ([`Core::flush`]), then the run may be over.
+    fn settle_case(&mut self, run_id: &str, case_id: &str, result: CaseResult) {
+        self.unsettled_cases.push((run_id.to_owned(), case_id.to_owned(), result));
     }
 
     /// A pass clears the device it ran on; a pass after failures on other

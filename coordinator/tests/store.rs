@@ -219,6 +219,13 @@ async fn history_gives_the_median_of_passing_attempts(store: Store) {
     assert_eq!(store.expected_ms("a", "ios", 20).await.unwrap(), Some(700));
     assert_eq!(store.expected_ms("a", "ios", 1).await.unwrap(), Some(700), "the newest only");
     assert_eq!(store.expected_ms("a", "android", 20).await.unwrap(), None);
+    // A whole suite at once says the same, and leaves out what has no history.
+    let many = store.expected_ms_many(&["a".into(), "zz".into()], "ios", 20).await.unwrap();
+    assert_eq!(many, [("a".to_owned(), 700)].into_iter().collect());
+    let newest = store.expected_ms_many(&["a".into()], "ios", 1).await.unwrap();
+    assert_eq!(newest["a"], 700);
+    let two = store.expected_ms_many(&["a".into()], "ios", 2).await.unwrap();
+    assert_eq!(two["a"], 900, "the median of the two newest, 700 and 900");
 }
 
 async fn runs_are_listed_newest_first(store: Store) {

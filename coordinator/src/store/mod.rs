@@ -184,30 +184,41 @@ impl Store {
         .bind(i64::from(run.detached))
         .execute(&mut *tx)
         .await?;
-        for (path, source) in &run.files {
-            sqlx::query("INSERT INTO run_files (run_id, path, source) VALUES ($1, $2, $3)")
-                .bind(&run.id)
-                .bind(path)
-                .bind(source)
-                .execute(&mut *tx)
-                .await?;
+        // A few statements per 500 cases, whatever the suite's size.
+        for chunk in run.files.chunks(ROWS_PER_INSERT) {
+            let sql = format!("INSERT INTO run_files (run_id, path, source) VALUES {}", placeholders(chunk.len(), 3));
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (path, source) in chunk {
+                query = query.bind(&run.id).bind(path).bind(source);
+            }
+            query.execute(&mut *tx).await?;
         }
-        for case in &run.cases {
-            sqlx::query(
-                "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&run.id)
-            .bind(&case.case_id)
-            .bind(&case.file)
-            .bind(&case.title)
-            .bind(case.ordinal)
-            .bind(case.expected_ms)
-            .bind(&case.estimate_source)
-            .execute(&mut *tx)
-            .await?;
-            insert_pending(&mut tx, &run.id, &case.case_id, 1, 1, run.started_at).await?;
+        for chunk in run.cases.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) VALUES {}",
+                placeholders(chunk.len(), 7)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for case in chunk {
+                query = query
+                    .bind(&run.id)
+                    .bind(&case.case_id)
+                    .bind(&case.file)
+                    .bind(&case.title)
+                    .bind(case.ordinal)
+                    .bind(case.expected_ms)
+                    .bind(&case.estimate_source);
+            }
+            query.execute(&mut *tx).await?;
         }
+        let firsts: Vec<PendingTry> = run
+            .cases
+            .iter()
+            .map(|c| PendingTry { run_id: run.id.clone(), case_id: c.case_id.clone(), attempt: 1, try_no: 1 })
+            .collect();
+        insert_pending(&mut tx, &firsts, run.started_at).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -239,25 +250,33 @@ impl Store {
     /// because its attempt is no longer pending (cancelled meanwhile).
     pub async fn grant_leases(&self, leases: &[NewLease]) -> Result<Vec<bool>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let mut granted = Vec::with_capacity(leases.len());
-        for lease in leases {
-            let updated = sqlx::query(
-                "UPDATE attempts SET state = 'leased', lease_id = $1, device_id = $2, worker_id = $3, platform = $4, \
-                 started_at = $5 WHERE run_id = $6 AND case_id = $7 AND attempt = $8 AND try_no = $9 AND state = 'pending'",
-            )
-            .bind(&lease.id)
-            .bind(&lease.device_id)
-            .bind(&lease.worker_id)
-            .bind(&lease.platform)
-            .bind(lease.granted_at)
-            .bind(&lease.run_id)
-            .bind(&lease.case_id)
-            .bind(i64::from(lease.attempt))
-            .bind(i64::from(lease.try_no))
-            .execute(&mut *tx)
-            .await?;
-            granted.push(updated.rows_affected() == 1);
+        // One statement per chunk: every lease whose attempt is still pending.
+        let mut taken: HashSet<String> = HashSet::new();
+        for chunk in leases.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
+                 worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
+                 WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
+                 AND attempts.try_no = v.column9 AND attempts.state = 'pending' RETURNING attempts.lease_id",
+                placeholders(chunk.len(), 9)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for lease in chunk {
+                query = query
+                    .bind(&lease.id)
+                    .bind(&lease.device_id)
+                    .bind(&lease.worker_id)
+                    .bind(&lease.platform)
+                    .bind(lease.granted_at)
+                    .bind(&lease.run_id)
+                    .bind(&lease.case_id)
+                    .bind(i64::from(lease.attempt))
+                    .bind(i64::from(lease.try_no));
+            }
+            taken.extend(query.fetch_all(&mut *tx).await?);
         }
+        let granted: Vec<bool> = leases.iter().map(|l| taken.contains(&l.id)).collect();
         let rows: Vec<&NewLease> = leases.iter().zip(&granted).filter(|(_, g)| **g).map(|(l, _)| l).collect();
         for chunk in rows.chunks(ROWS_PER_INSERT) {
             let sql = format!(
@@ -495,19 +514,45 @@ impl Store {
         try_no: u32,
         at: i64,
     ) -> Result<(), StoreError> {
+        let one = PendingTry { run_id: run_id.into(), case_id: case_id.into(), attempt, try_no };
+        self.queue_many(&[one], at).await
+    }
+
+    /// Queues many tries in one transaction, one statement per chunk.
+    pub async fn queue_many(&self, tries: &[PendingTry], at: i64) -> Result<(), StoreError> {
+        if tries.is_empty() {
+            return Ok(());
+        }
         let mut tx = self.pool.begin().await?;
-        insert_pending(&mut tx, run_id, case_id, i64::from(attempt), i64::from(try_no), at).await?;
+        insert_pending(&mut tx, tries, at).await?;
         tx.commit().await?;
         Ok(())
     }
 
     pub async fn set_case_result(&self, run_id: &str, case_id: &str, result: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE cases SET final_result = $1 WHERE run_id = $2 AND case_id = $3")
-            .bind(result)
-            .bind(run_id)
-            .bind(case_id)
-            .execute(&self.pool)
-            .await?;
+        self.set_case_results(&[(run_id.to_owned(), case_id.to_owned(), result.to_owned())]).await
+    }
+
+    /// Cases' final results (run, case, result), one statement per chunk.
+    pub async fn set_case_results(&self, results: &[(String, String, String)]) -> Result<(), StoreError> {
+        if results.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for chunk in results.chunks(ROWS_PER_INSERT) {
+            let sql = format!(
+                "UPDATE cases SET final_result = v.column3 FROM (VALUES {}) AS v \
+                 WHERE cases.run_id = v.column1 AND cases.case_id = v.column2",
+                placeholders(chunk.len(), 3)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (run_id, case_id, result) in chunk {
+                query = query.bind(run_id).bind(case_id).bind(result);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -681,6 +726,42 @@ impl Store {
         Ok(FleetMemory { draining: draining != 0, quarantined })
     }
 
+    /// The median of each case's last `window` passing attempts on a
+    /// platform, for a whole suite: one statement per chunk of cases.
+    pub async fn expected_ms_many(
+        &self,
+        case_ids: &[String],
+        platform: &str,
+        window: u32,
+    ) -> Result<HashMap<String, i64>, StoreError> {
+        let mut medians = HashMap::new();
+        for chunk in case_ids.chunks(ROWS_PER_INSERT) {
+            let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+            let sql = format!(
+                "SELECT case_id, ms FROM (SELECT case_id, ms, ROW_NUMBER() OVER \
+                 (PARTITION BY case_id ORDER BY finished_at DESC) AS n FROM attempts \
+                 WHERE platform = $1 AND result = 'passed' AND ms IS NOT NULL AND case_id IN ({})) AS recent \
+                 WHERE n <= $2",
+                ids.join(", ")
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query =
+                sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(sql)).bind(platform).bind(i64::from(window));
+            for id in chunk {
+                query = query.bind(id);
+            }
+            let mut per_case: HashMap<String, Vec<i64>> = HashMap::new();
+            for (case_id, ms) in query.fetch_all(&self.pool).await? {
+                per_case.entry(case_id).or_default().push(ms);
+            }
+            for (case_id, mut ms) in per_case {
+                ms.sort_unstable();
+                medians.insert(case_id, ms[ms.len() / 2]);
+            }
+        }
+        Ok(medians)
+    }
+
     /// The median of a case's last `window` passing attempts on a platform.
     pub async fn expected_ms(&self, case_id: &str, platform: &str, window: u32) -> Result<Option<i64>, StoreError> {
         let rows = sqlx::query(
@@ -742,28 +823,40 @@ const RUN_COLUMNS_BY_ID: &str = concat!(run_select!(), " WHERE id = $1");
 const RUN_COLUMNS_NEWEST: &str = concat!(run_select!(), " ORDER BY started_at DESC LIMIT $1");
 const RUN_COLUMNS_OPEN: &str = concat!(run_select!(), " WHERE finished_at IS NULL ORDER BY started_at");
 
+/// Pending attempts, one statement per chunk. Idempotent: a try whose
+/// commit's answer was lost is queued again without a duplicate.
 async fn insert_pending(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    run_id: &str,
-    case_id: &str,
-    attempt: i64,
-    try_no: i64,
+    tries: &[PendingTry],
     at: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        // Idempotent: a try whose commit's answer was lost is queued again
-        // without a duplicate.
-        "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES ($1, $2, $3, $4, 'pending', $5) \
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(run_id)
-    .bind(case_id)
-    .bind(attempt)
-    .bind(try_no)
-    .bind(at)
-    .execute(&mut **tx)
-    .await?;
+    for chunk in tries.chunks(ROWS_PER_INSERT) {
+        let sql = format!(
+            "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES {} ON CONFLICT DO NOTHING",
+            pending_placeholders(chunk.len())
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for one in chunk {
+            query = query
+                .bind(&one.run_id)
+                .bind(&one.case_id)
+                .bind(i64::from(one.attempt))
+                .bind(i64::from(one.try_no))
+                .bind(at);
+        }
+        query.execute(&mut **tx).await?;
+    }
     Ok(())
+}
+
+/// `($1, $2, $3, $4, 'pending', $5), …`.
+fn pending_placeholders(rows: usize) -> String {
+    let row = |r: usize| {
+        let n = |c: usize| format!("${}", r * 5 + c);
+        format!("({}, {}, {}, {}, 'pending', {})", n(1), n(2), n(3), n(4), n(5))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -255,3 +255,12 @@ pub struct FleetMemory {
     /// Quarantined devices and why.
     pub quarantined: Vec<(String, String)>,
 }
+
+/// A try of an attempt to queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingTry {
+    pub run_id: String,
+    pub case_id: String,
+    pub attempt: u32,
+    pub try_no: u32,
+}
