@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use crate::metrics::{Metrics, Snapshot};
 use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
 use crate::store::{
-    AttemptOutcome, DeviceRecord, NewCase, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
+    AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
 };
 use crate::watch::{self, WatchStream, Watcher};
 
@@ -37,7 +37,7 @@ pub(crate) fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-fn iso(ms: i64) -> String {
+pub(crate) fn iso(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
@@ -95,12 +95,19 @@ pub enum Command {
     WorkerGone {
         link: Link,
     },
-    Submit {
-        /// Checked by the gRPC handler ([`crate::submit::check`]).
+    /// Whether some device could ever run a selector's cases (quarantined
+    /// ones count: they may be released); the fleet named if not.
+    Admit {
+        selector: Selector,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    /// A run the gRPC handler checked and wrote: the owner takes it up.
+    Submitted {
         suite: crate::submit::CheckedSuite,
+        run: NewRun,
         /// The client's trace context, from the request's metadata.
         traceparent: String,
-        reply: oneshot::Sender<Result<grpc::SubmitResponse, CoreError>>,
+        reply: oneshot::Sender<grpc::SubmitResponse>,
     },
     Watch {
         run_id: String,
@@ -544,9 +551,11 @@ impl Core {
                     self.worker_gone(&link.worker).await;
                 }
             }
-            Command::Submit { suite, traceparent, reply } => {
-                let result = self.submit(suite, &traceparent).await;
-                let _ = reply.send(result);
+            Command::Admit { selector, reply } => {
+                let _ = reply.send(self.admit(&selector));
+            }
+            Command::Submitted { suite, run, traceparent, reply } => {
+                let _ = reply.send(self.adopt(suite, run, &traceparent));
             }
             Command::Watch { run_id, after_seq, reply } => {
                 let _ = reply.send(self.watch(&run_id, after_seq));
@@ -1168,68 +1177,36 @@ impl Core {
         });
     }
 
-    async fn submit(
-        &mut self,
-        suite: crate::submit::CheckedSuite,
-        traceparent: &str,
-    ) -> Result<grpc::SubmitResponse, CoreError> {
-        let crate::submit::CheckedSuite { request, cases: parsed, selector, config_json, priority } = suite;
-        if !self
+    fn admit(&self, selector: &Selector) -> Result<(), CoreError> {
+        if self
             .devices
             .values()
             .any(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() }))
         {
-            return Err(CoreError::NoDevice(format!(
-                "no device matches {}; the fleet: {}",
-                selector.describe(),
-                self.fleet_summary()
-            )));
+            return Ok(());
         }
-        let platform = selector.platform.clone().unwrap_or_default();
-        let mut history = Vec::with_capacity(parsed.len());
-        for case in &parsed {
-            history.push(self.store.expected_ms(&case.id, &platform, HISTORY_WINDOW).await?);
-        }
-        let estimates = scheduler::estimate(&history, DEFAULT_EXPECTED_MS);
-        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-        let started_at = now_ms();
-        let manifest = RunManifest::started(iso(started_at));
-        let new_run = NewRun {
-            id: id.clone(),
-            project: if request.project.is_empty() { "default".into() } else { request.project.clone() },
-            branch: (!request.branch.is_empty()).then(|| request.branch.clone()),
-            commit: (!request.commit.is_empty()).then(|| request.commit.clone()),
-            trigger: (!request.trigger.is_empty()).then(|| request.trigger.clone()),
-            selector_json: serde_json::to_string(&selector).expect("a selector is plain data"),
-            config_json,
-            retries: request.retries,
-            priority,
-            detached: request.detach,
-            started_at,
-            manifest_json: manifest_json(&manifest),
-            files: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
-            cases: parsed
-                .iter()
-                .zip(&estimates)
-                .enumerate()
-                .map(|(ordinal, (case, (ms, source)))| NewCase {
-                    case_id: case.id.clone(),
-                    file: case.file.clone(),
-                    title: case.title.clone(),
-                    ordinal: ordinal as i64,
-                    expected_ms: *ms,
-                    estimate_source: source.to_string(),
-                })
-                .collect(),
-        };
-        self.store.create_run(&new_run).await?;
+        Err(CoreError::NoDevice(format!(
+            "no device matches {}; the fleet: {}",
+            selector.describe(),
+            self.fleet_summary()
+        )))
+    }
+
+    /// Takes up a run that is in the store: nothing here waits on it.
+    fn adopt(
+        &mut self,
+        suite: crate::submit::CheckedSuite,
+        new_run: NewRun,
+        traceparent: &str,
+    ) -> grpc::SubmitResponse {
+        let id = new_run.id.clone();
         let run = Run {
             id: id.clone(),
-            selector,
+            selector: suite.selector,
             retries: new_run.retries,
             priority: new_run.priority,
-            config_json: new_run.config_json.clone(),
-            sources: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
+            config_json: new_run.config_json,
+            sources: new_run.files.into_iter().collect(),
             cases: new_run
                 .cases
                 .iter()
@@ -1240,9 +1217,9 @@ impl Core {
                     )
                 })
                 .collect(),
-            started_at,
+            started_at: new_run.started_at,
             watchers: Vec::new(),
-            detached: request.detach,
+            detached: new_run.detached,
             unwatched_since: Some(Instant::now()),
             waiting: None,
             lines: Vec::new(),
@@ -1256,17 +1233,17 @@ impl Core {
         };
         argus_proto::trace::set_parent(&run.span, traceparent);
         info!(run = %id, cases = run.cases.len(), selector = %run.selector.describe(), "run submitted");
-        let case_ids: Vec<String> = parsed.iter().map(|c| c.id.clone()).collect();
+        let case_ids: Vec<String> = new_run.cases.into_iter().map(|c| c.case_id).collect();
         self.runs.insert(id.clone(), run);
         for case in &case_ids {
             self.enqueue(Key { run: id.clone(), case: case.clone(), attempt: 1, try_no: 1 }, None);
         }
         self.dispatch_due = true;
-        Ok(grpc::SubmitResponse {
+        grpc::SubmitResponse {
             run_id: id.clone(),
             case_ids,
             dashboard_url: self.config.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
-        })
+        }
     }
 
     fn fleet_summary(&self) -> String {

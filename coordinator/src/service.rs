@@ -76,8 +76,22 @@ impl grpc::runs_server::Runs for Services {
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
+        // Checked, estimated and written here, off the owner task: a suite
+        // of 10,000 cases does not hold up anyone else's leases.
         let suite = crate::submit::check(request.into_inner()).map_err(Status::invalid_argument)?;
-        let response = ask(&self.handle, |reply| Command::Submit { suite, traceparent, reply }).await??;
+        let selector = suite.selector.clone();
+        ask(&self.handle, |reply| Command::Admit { selector, reply }).await??;
+        let platform = suite.selector.platform.clone().unwrap_or_default();
+        let history = self
+            .store
+            .expected_ms_many(&suite.case_ids(), &platform, core::HISTORY_WINDOW)
+            .await
+            .map_err(|e| Status::unavailable(format!("cannot read the suite's history: {e}")))?;
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let started_at = core::now_ms();
+        let run = suite.plan(id, started_at, core::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
+        self.store.create_run(&run).await.map_err(|e| Status::unavailable(format!("cannot record the run: {e}")))?;
+        let response = ask(&self.handle, |reply| Command::Submitted { suite, run, traceparent, reply }).await?;
         Ok(Response::new(response))
     }
 

@@ -8,8 +8,10 @@ use std::path::Path;
 
 use argus_cases::{Case, CasesConfig, suite};
 use argus_proto::grpc;
+use argus_proto::run::RunManifest;
 
-use crate::scheduler::Selector;
+use crate::scheduler::{self, Selector};
+use crate::store::{NewCase, NewRun};
 
 /// The most retries a run may ask for: each one can hold a device for a
 /// whole case again.
@@ -28,6 +30,59 @@ pub struct CheckedSuite {
     /// The case configuration as the workers will read it.
     pub config_json: String,
     pub priority: u32,
+}
+
+impl CheckedSuite {
+    /// Every case id of the suite, in order.
+    pub fn case_ids(&self) -> Vec<String> {
+        self.cases.iter().map(|c| c.id.clone()).collect()
+    }
+
+    /// The run to write: each case with its expected duration (`history`:
+    /// the median of its recent passes, where there are some) and where it
+    /// came from.
+    pub fn plan(
+        &self,
+        id: String,
+        started_at: i64,
+        started_iso: String,
+        history: &std::collections::HashMap<String, i64>,
+        default_ms: i64,
+    ) -> NewRun {
+        let request = &self.request;
+        let known: Vec<Option<i64>> = self.cases.iter().map(|c| history.get(&c.id).copied()).collect();
+        let estimates = scheduler::estimate(&known, default_ms);
+        let text = |value: &str| (!value.is_empty()).then(|| value.to_owned());
+        NewRun {
+            id,
+            project: if request.project.is_empty() { "default".into() } else { request.project.clone() },
+            branch: text(&request.branch),
+            commit: text(&request.commit),
+            trigger: text(&request.trigger),
+            selector_json: serde_json::to_string(&self.selector).expect("a selector is plain data"),
+            config_json: self.config_json.clone(),
+            retries: request.retries,
+            priority: self.priority,
+            detached: request.detach,
+            started_at,
+            manifest_json: serde_json::to_string(&RunManifest::started(started_iso)).expect("a manifest is plain data"),
+            files: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
+            cases: self
+                .cases
+                .iter()
+                .zip(&estimates)
+                .enumerate()
+                .map(|(ordinal, (case, (ms, source)))| NewCase {
+                    case_id: case.id.clone(),
+                    file: case.file.clone(),
+                    title: case.title.clone(),
+                    ordinal: ordinal as i64,
+                    expected_ms: *ms,
+                    estimate_source: source.to_string(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Checks a Submit; every problem, one a line, each naming where it is.
@@ -117,6 +172,18 @@ mod tests {
         assert_eq!(checked.cases.len(), 1);
         assert_eq!(checked.config_json, "{}");
         assert_eq!(checked.priority, 1);
+    }
+
+    #[test]
+    fn a_plan_estimates_each_case_from_history_then_the_suite() {
+        let two = "---\nid: a\nmatrix: { n: [1, 2] }\n---\nsteps:\n  - app.back\n";
+        let checked = check(grpc::SubmitRequest { project: String::new(), detach: true, ..request(two) }).unwrap();
+        let history = [("a[n=1]".to_owned(), 1200)].into_iter().collect();
+        let run = checked.plan("r1".into(), 5, "t".into(), &history, 30_000);
+        let cases: Vec<(&str, i64, &str)> =
+            run.cases.iter().map(|c| (c.case_id.as_str(), c.expected_ms, c.estimate_source.as_str())).collect();
+        assert_eq!(cases, [("a[n=1]", 1200, "history"), ("a[n=2]", 1200, "estimate")]);
+        assert_eq!((run.project.as_str(), run.detached, run.retries), ("default", true, 1));
     }
 
     #[test]
