@@ -103,8 +103,8 @@ pub enum Command {
     },
     /// A run the gRPC handler checked and wrote: the owner takes it up.
     Submitted {
-        suite: crate::submit::CheckedSuite,
-        run: NewRun,
+        suite: Box<crate::submit::CheckedSuite>,
+        run: Box<NewRun>,
         /// The client's trace context, from the request's metadata.
         traceparent: String,
         reply: oneshot::Sender<grpc::SubmitResponse>,
@@ -555,7 +555,7 @@ impl Core {
                 let _ = reply.send(self.admit(&selector));
             }
             Command::Submitted { suite, run, traceparent, reply } => {
-                let _ = reply.send(self.adopt(suite, run, &traceparent));
+                let _ = reply.send(self.adopt(*suite, *run, &traceparent));
             }
             Command::Watch { run_id, after_seq, reply } => {
                 let _ = reply.send(self.watch(&run_id, after_seq));

@@ -91,7 +91,13 @@ impl grpc::runs_server::Runs for Services {
         let started_at = core::now_ms();
         let run = suite.plan(id, started_at, core::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
         self.store.create_run(&run).await.map_err(|e| Status::unavailable(format!("cannot record the run: {e}")))?;
-        let response = ask(&self.handle, |reply| Command::Submitted { suite, run, traceparent, reply }).await?;
+        let response = ask(&self.handle, |reply| Command::Submitted {
+            suite: Box::new(suite),
+            run: Box::new(run),
+            traceparent,
+            reply,
+        })
+        .await?;
         Ok(Response::new(response))
     }
 
