@@ -78,14 +78,33 @@ pub fn parse_case(text: &str, file: &str) -> Result<Vec<Case>, CaseError> {
         ));
     }
     check_no_matrix_refs(&text, file, &matrix)?;
+    // The frontmatter, or the body, that no `{{matrix.…}}` touches is the
+    // same text in every combination: parsed once, not once per case.
+    let mut parsed = Parsed::default();
     combinations
         .into_iter()
         .map(|combination| {
             let substituted = substitute(&text, &combination);
             let suffix: Vec<String> = combination.iter().map(|(k, v)| format!("{k}={}", js_string(v))).collect();
-            build(&substituted, file, format!("{base_id}[{}]", suffix.join(",")))
+            build_with(&substituted, file, format!("{base_id}[{}]", suffix.join(",")), &mut parsed)
         })
         .collect()
+}
+
+/// Parts of one file already parsed, by their text and first line.
+#[derive(Default)]
+struct Parsed(std::collections::HashMap<(usize, String), Node>);
+
+impl Parsed {
+    fn get(&mut self, text: &str, file: &str, first_line: usize) -> Result<Node, CaseError> {
+        let key = (first_line, text.to_owned());
+        if let Some(node) = self.0.get(&key) {
+            return Ok(node.clone());
+        }
+        let node = parse_yaml(text, file, first_line)?;
+        self.0.insert(key, node.clone());
+        Ok(node)
+    }
 }
 
 /// Strips a byte-order mark and turns CRLF (and lone CR) into LF.
@@ -124,10 +143,14 @@ fn stem(file: &str) -> String {
 }
 
 fn build(text: &str, file: &str, id: String) -> Result<Case, CaseError> {
+    build_with(text, file, id, &mut Parsed::default())
+}
+
+fn build_with(text: &str, file: &str, id: String, parsed: &mut Parsed) -> Result<Case, CaseError> {
     let (front, body) = split(text, file)?;
-    let frontmatter = parse_yaml(front, file, 2)?;
+    let frontmatter = parsed.get(front, file, 2)?;
     let body_line = front.lines().count() + 3;
-    let body = parse_yaml(body, file, body_line)?;
+    let body = parsed.get(body, file, body_line)?;
     let mut meta = match &frontmatter.value {
         Value::Object(map) => map.clone(),
         Value::Null => Map::new(),

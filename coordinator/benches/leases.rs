@@ -70,6 +70,8 @@ fn outcome() -> AttemptOutcome {
             .map(|i| StepRow { step: format!("app.press \"#b{i}\""), status: "passed".into(), ms: 12, error: None })
             .collect(),
         seq: 1,
+        next_try: None,
+        final_result: None,
     }
 }
 

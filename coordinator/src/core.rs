@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::metrics::{Metrics, Snapshot};
+use crate::policy::Next;
 use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
 use crate::store::{
     AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
@@ -281,6 +282,8 @@ struct Finished {
     outcome: AttemptOutcome,
     /// Its place in the run's updates.
     seq: u64,
+    /// What follows it (recorded with it).
+    next: Next,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -300,10 +303,9 @@ struct Core {
     pending: Vec<Pending<Key>>,
     /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
-    /// Tries queued and cases settled by this burst, not yet written
-    /// ([`Core::flush`]; kept when the store fails).
+    /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
+    /// kept when the store fails). What follows a result is written with it.
     unqueued: Vec<(Key, Option<String>)>,
-    unsettled_cases: Vec<(String, String, CaseResult)>,
     unsaved_quarantines: Vec<(String, String)>,
     /// Devices whose state the store has not been told yet (written in one
     /// statement at the next sweep).
@@ -356,7 +358,6 @@ pub async fn start(
         pending: Vec::new(),
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
-        unsettled_cases: Vec::new(),
         unsaved_quarantines: Vec::new(),
         dirty_devices: Default::default(),
         keepalive_at: 0,
@@ -930,10 +931,9 @@ impl Core {
         self.unqueued.push((key, avoid_device));
     }
 
-    /// Writes what the burst decided, a statement or two for all of it: the
-    /// tries it queued, then the cases it settled (and the runs that are
-    /// thereby over). What the store refuses stays, and the next flush
-    /// tries again.
+    /// Writes the tries the burst queued for attempts taken back, in one
+    /// statement. What the store refuses stays, and the next flush tries
+    /// again.
     async fn flush(&mut self) {
         if !self.unqueued.is_empty() {
             let tries: Vec<PendingTry> = self
@@ -954,28 +954,6 @@ impl Core {
                     self.dispatch_due = true;
                 }
                 Err(error) => warn!(%error, attempts = tries.len(), "cannot queue attempts; trying again"),
-            }
-        }
-        if !self.unsettled_cases.is_empty() {
-            let results: Vec<(String, String, String)> = self
-                .unsettled_cases
-                .iter()
-                .map(|(run, case, result)| (run.clone(), case.clone(), result_name(*result).to_owned()))
-                .collect();
-            match self.store.set_case_results(&results).await {
-                Ok(()) => {
-                    let mut runs = std::collections::BTreeSet::new();
-                    for (run_id, case_id, _) in std::mem::take(&mut self.unsettled_cases) {
-                        if let Some(case) = self.runs.get_mut(&run_id).and_then(|r| r.cases.get_mut(&case_id)) {
-                            case.done = true;
-                        }
-                        runs.insert(run_id);
-                    }
-                    for run_id in runs {
-                        self.finish_run_if_done(&run_id).await;
-                    }
-                }
-                Err(error) => warn!(%error, cases = results.len(), "cannot record cases' results; trying again"),
             }
         }
     }
@@ -1505,6 +1483,8 @@ impl Core {
             );
         }
         let infrastructure = line.is_none();
+        let retries = self.runs.get(&run_id).map_or(0, |r| r.retries);
+        let next = crate::policy::after_attempt(line.as_ref().map(|l| l.result), attempt, lease.try_no, retries);
         let seq = self.runs.get_mut(&run_id).map_or(0, Run::take_seq);
         let outcome = AttemptOutcome {
             result: line.as_ref().map(|l| result_name(l.result).to_owned()),
@@ -1528,16 +1508,24 @@ impl Core {
                 })
                 .unwrap_or_default(),
             seq: seq as i64,
+            next_try: match next {
+                Next::RunAgain { attempt, try_no, .. } => Some((attempt, try_no)),
+                Next::Final(_) => None,
+            },
+            final_result: match next {
+                Next::Final(result) => Some(result_name(result).to_owned()),
+                Next::RunAgain { .. } => None,
+            },
         };
         let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
-        Some(Finished { result, line, outcome, seq })
+        Some(Finished { result, line, outcome, seq, next })
     }
 
     async fn apply_result(&mut self, finished: Finished) {
-        let Finished { result, line, seq, .. } = finished;
+        let Finished { result, line, seq, next, .. } = finished;
         let Some(lease) = self.leases.remove(&result.lease_id) else { return };
-        let (run_id, case_id, attempt, try_no, device_id) =
-            (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.try_no, lease.device.clone());
+        let (run_id, case_id, attempt, device_id) =
+            (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.device.clone());
         let device = self.device_ref(&device_id);
         let outcome = line.as_ref().map_or("infrastructure", |l| result_name(l.result));
         lease.span.record("result", outcome);
@@ -1560,12 +1548,10 @@ impl Core {
                 self.quarantine_for(&device_id, reason).await;
             }
             let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
-            self.metrics.retried("infrastructure");
-            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt, try_no: try_no + 1 };
-            self.queue(key, Some(device_id.clone()));
             if let Some(run) = self.runs.get_mut(&run_id) {
                 run.publish(watch::taken_back(seq, &case_id, attempt, reason, device));
             }
+            self.follow(&run_id, &case_id, next, Some(device_id)).await;
             return;
         };
         if let Some(d) = self.devices.get_mut(&device_id) {
@@ -1576,7 +1562,6 @@ impl Core {
         for (suspect, reason) in self.judge_device(&run_id, &line, &device_id) {
             self.quarantine_for(&suspect, reason).await;
         }
-        let retry = line.result == CaseResult::Failed && self.runs.get(&run_id).is_some_and(|r| attempt <= r.retries);
         let native = self
             .devices
             .get(&device_id)
@@ -1589,19 +1574,26 @@ impl Core {
             }
             run.lines.push(line.clone());
         }
-        if retry {
-            self.metrics.retried("retry");
-            let key = Key { run: run_id.clone(), case: case_id.clone(), attempt: attempt + 1, try_no: 1 };
-            self.queue(key, Some(device_id));
-        } else {
-            self.settle_case(&run_id, &case_id, line.result);
-        }
+        self.follow(&run_id, &case_id, next, Some(device_id)).await;
     }
 
-    /// A case has its final result: recorded with the rest of the burst's
-    /// ([`Core::flush`]), then the run may be over.
-    fn settle_case(&mut self, run_id: &str, case_id: &str, result: CaseResult) {
-        self.unsettled_cases.push((run_id.to_owned(), case_id.to_owned(), result));
+    /// Applies what follows an attempt, which the store recorded with its
+    /// result: the next try waits for a device (preferably another), or the
+    /// case is done and the run may be over.
+    async fn follow(&mut self, run_id: &str, case_id: &str, next: Next, avoid: Option<String>) {
+        match next {
+            Next::RunAgain { attempt, try_no, kind } => {
+                self.metrics.retried(kind.name());
+                self.enqueue(Key { run: run_id.to_owned(), case: case_id.to_owned(), attempt, try_no }, avoid);
+                self.dispatch_due = true;
+            }
+            Next::Final(_) => {
+                if let Some(case) = self.runs.get_mut(run_id).and_then(|r| r.cases.get_mut(case_id)) {
+                    case.done = true;
+                }
+                self.finish_run_if_done(run_id).await;
+            }
+        }
     }
 
     /// A pass clears the device it ran on; a pass after failures on other

@@ -7,6 +7,7 @@ pub mod dashboard;
 pub mod http;
 mod incoming;
 pub mod metrics;
+pub mod policy;
 pub mod scheduler;
 pub mod service;
 pub mod store;

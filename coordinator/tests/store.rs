@@ -64,7 +64,14 @@ async fn a_runs_record_replays_in_order_and_a_cancel_ends_it_whole(store: Store)
         store.grant_lease(&lease(lease_id, "r1", case, 1, 1)).await.unwrap();
     }
     // Finished out of the order of their places: the record follows seq.
-    store.finish_attempt("l2", &AttemptOutcome { seq: 1, ..passed(10, 40) }).await.unwrap();
+    // What follows a result is written with it, and nothing of a refused one.
+    let settled = AttemptOutcome { seq: 1, final_result: Some("passed".into()), ..passed(10, 40) };
+    store.finish_attempt("l2", &settled).await.unwrap();
+    let stale = AttemptOutcome { next_try: Some((2, 1)), final_result: Some("failed".into()), ..passed(10, 41) };
+    assert!(store.finish_attempt("l2", &stale).await.is_err());
+    let b = store.run_cases("r1").await.unwrap().into_iter().find(|c| c.case_id == "b").unwrap();
+    assert_eq!(b.final_result.as_deref(), Some("passed"));
+    assert!(store.open_attempts().await.unwrap().iter().all(|a| a.case_id != "b"), "no try queued by the stale result");
     store.revoke_lease("l1", "the worker went away", 30, 2).await.unwrap();
     store.extend_leases(&["l3".into(), "nope".into()], 99_999).await.unwrap();
     let log = store.run_log("r1").await.unwrap();
@@ -149,6 +156,8 @@ fn passed(ms: i64, at: i64) -> AttemptOutcome {
         run_case_json: Some(format!(r#"{{"ms":{ms}}}"#)),
         steps: vec![StepRow { step: "app.back".into(), status: "passed".into(), ms: 3, error: None }],
         seq: 0,
+        next_try: None,
+        final_result: None,
     }
 }
 

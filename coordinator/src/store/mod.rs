@@ -429,15 +429,30 @@ impl Store {
         }
         let mut keys = Vec::with_capacity(results.len());
         let mut steps = Vec::new();
+        let (mut tries, mut finals) = (Vec::new(), Vec::new());
         for (lease_id, outcome) in results {
             match finished.get(lease_id) {
                 Some(key) => {
                     steps.extend(outcome.steps.iter().enumerate().map(|(idx, step)| (key.clone(), idx as i64, step)));
+                    if let Some((attempt, try_no)) = outcome.next_try {
+                        tries.push(PendingTry {
+                            run_id: key.run_id.clone(),
+                            case_id: key.case_id.clone(),
+                            attempt,
+                            try_no,
+                        });
+                    }
+                    if let Some(result) = &outcome.final_result {
+                        finals.push((key.run_id.clone(), key.case_id.clone(), result.clone()));
+                    }
                     keys.push(Ok(key.clone()));
                 }
                 None => keys.push(Err(StoreError::StaleLease(lease_id.clone()))),
             }
         }
+        // What follows each result, with it: nothing of a refused one.
+        insert_pending(&mut tx, &tries, results.first().map_or(0, |(_, o)| o.finished_at)).await?;
+        update_case_results(&mut tx, &finals).await?;
         for chunk in steps.chunks(ROWS_PER_INSERT) {
             let sql = format!(
                 "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) VALUES {}",
@@ -539,19 +554,7 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
-        for chunk in results.chunks(ROWS_PER_INSERT) {
-            let sql = format!(
-                "UPDATE cases SET final_result = v.column3 FROM (VALUES {}) AS v \
-                 WHERE cases.run_id = v.column1 AND cases.case_id = v.column2",
-                placeholders(chunk.len(), 3)
-            );
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (run_id, case_id, result) in chunk {
-                query = query.bind(run_id).bind(case_id).bind(result);
-            }
-            query.execute(&mut *tx).await?;
-        }
+        update_case_results(&mut tx, results).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -844,6 +847,27 @@ async fn insert_pending(
                 .bind(i64::from(one.attempt))
                 .bind(i64::from(one.try_no))
                 .bind(at);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Cases' final results (run, case, result), one statement per chunk.
+async fn update_case_results(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    results: &[(String, String, String)],
+) -> Result<(), StoreError> {
+    for chunk in results.chunks(ROWS_PER_INSERT) {
+        let sql = format!(
+            "UPDATE cases SET final_result = v.column3 FROM (VALUES {}) AS v \
+             WHERE cases.run_id = v.column1 AND cases.case_id = v.column2",
+            placeholders(chunk.len(), 3)
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (run_id, case_id, result) in chunk {
+            query = query.bind(run_id).bind(case_id).bind(result);
         }
         query.execute(&mut **tx).await?;
     }

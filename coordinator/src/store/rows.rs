@@ -92,6 +92,11 @@ pub struct AttemptOutcome {
     pub steps: Vec<StepRow>,
     /// Its place in the run's updates (`RunUpdate.seq`).
     pub seq: i64,
+    /// What follows, written in the same transaction when the result is
+    /// taken: the next try to queue (attempt, try), or the case's final
+    /// result.
+    pub next_try: Option<(u32, u32)>,
+    pub final_result: Option<String>,
 }
 
 /// A finished attempt as a run's update log replays it, in `seq` order.

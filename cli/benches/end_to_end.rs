@@ -4,7 +4,7 @@
 //! grant to the worker's first call to the app, beside the cost of that call
 //! made straight to a driver, and their ratio.
 //!
-//! `cargo bench -p argus-worker --bench end_to_end [CASES]`
+//! `cargo bench -p argus --bench end_to_end [CASES]`
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
