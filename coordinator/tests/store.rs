@@ -56,7 +56,33 @@ on_both!(
     a_batch_of_leases_and_results_commits_together_and_fences_each,
     the_dashboard_filters_runs_and_reads_cases_across_them,
     a_runs_record_replays_in_order_and_a_cancel_ends_it_whole,
+    big_batches_cross_statement_chunks_whole,
 );
+
+async fn big_batches_cross_statement_chunks_whole(store: Store) {
+    // More rows than one statement takes on either database.
+    let ids: Vec<String> = (0..1_234).map(|i| format!("c{i}")).collect();
+    let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+    store.create_run(&run("big", 1, &names)).await.unwrap();
+    assert_eq!(store.open_attempts().await.unwrap().len(), ids.len());
+    let leases: Vec<NewLease> = ids.iter().map(|c| lease(&format!("l-{c}"), "big", c, 1, 1)).collect();
+    assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    store.extend_leases(&leases.iter().map(|l| l.id.clone()).collect::<Vec<_>>(), 99).await.unwrap();
+    let results: Vec<(String, AttemptOutcome)> = leases
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let outcome = AttemptOutcome { seq: i as i64 + 1, final_result: Some("passed".into()), ..passed(5, 10) };
+            (l.id.clone(), outcome)
+        })
+        .collect();
+    assert!(store.finish_attempts(&results).await.unwrap().iter().all(Result::is_ok));
+    let cases = store.run_cases("big").await.unwrap();
+    assert!(cases.iter().all(|c| c.final_result.as_deref() == Some("passed")));
+    assert_eq!(store.run_log("big").await.unwrap().len(), ids.len());
+    let history = store.expected_ms_many(&ids, "ios", 20).await.unwrap();
+    assert_eq!(history.len(), ids.len());
+}
 
 async fn a_runs_record_replays_in_order_and_a_cancel_ends_it_whole(store: Store) {
     store.create_run(&run("r1", 1, &["a", "b", "c", "d"])).await.unwrap();

@@ -47,6 +47,10 @@ pub enum StoreError {
 /// Rows per multi-row INSERT: well under both databases' limits on
 /// parameters (SQLite's 32,766, Postgres' 65,535) at nine columns.
 const ROWS_PER_INSERT: usize = 500;
+/// SQLite finds each `$N` of a statement by name, one scan per bind: a
+/// statement of thousands of parameters costs the square of that. Smaller
+/// statements there (found by profiling the grid benchmark).
+const ROWS_PER_INSERT_SQLITE: usize = 50;
 
 /// `($1, $2), ($3, $4)`: the VALUES of a multi-row INSERT.
 fn placeholders(rows: usize, columns: usize) -> String {
@@ -150,6 +154,14 @@ impl Store {
         self.backend
     }
 
+    /// Rows per multi-row statement on this database.
+    fn rows(&self) -> usize {
+        match self.backend {
+            Backend::Postgres => ROWS_PER_INSERT,
+            Backend::Sqlite => ROWS_PER_INSERT_SQLITE,
+        }
+    }
+
     async fn migrate(&self) -> Result<(), StoreError> {
         match self.backend {
             Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&self.pool).await?,
@@ -185,7 +197,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         // A few statements per 500 cases, whatever the suite's size.
-        for chunk in run.files.chunks(ROWS_PER_INSERT) {
+        for chunk in run.files.chunks(self.rows()) {
             let sql = format!("INSERT INTO run_files (run_id, path, source) VALUES {}", placeholders(chunk.len(), 3));
             // Built from constants and numbered placeholders only.
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -194,7 +206,7 @@ impl Store {
             }
             query.execute(&mut *tx).await?;
         }
-        for chunk in run.cases.chunks(ROWS_PER_INSERT) {
+        for chunk in run.cases.chunks(self.rows()) {
             let sql = format!(
                 "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) VALUES {}",
                 placeholders(chunk.len(), 7)
@@ -218,7 +230,7 @@ impl Store {
             .iter()
             .map(|c| PendingTry { run_id: run.id.clone(), case_id: c.case_id.clone(), attempt: 1, try_no: 1 })
             .collect();
-        insert_pending(&mut tx, &firsts, run.started_at).await?;
+        insert_pending(&mut tx, &firsts, run.started_at, self.rows()).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -252,7 +264,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         // One statement per chunk: every lease whose attempt is still pending.
         let mut taken: HashSet<String> = HashSet::new();
-        for chunk in leases.chunks(ROWS_PER_INSERT) {
+        for chunk in leases.chunks(self.rows()) {
             let sql = format!(
                 "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
                  worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
@@ -278,7 +290,7 @@ impl Store {
         }
         let granted: Vec<bool> = leases.iter().map(|l| taken.contains(&l.id)).collect();
         let rows: Vec<&NewLease> = leases.iter().zip(&granted).filter(|(_, g)| **g).map(|(l, _)| l).collect();
-        for chunk in rows.chunks(ROWS_PER_INSERT) {
+        for chunk in rows.chunks(self.rows()) {
             let sql = format!(
                 "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
                  VALUES {}",
@@ -307,7 +319,7 @@ impl Store {
     /// Moves the deadline of open leases (heartbeats): one statement per
     /// chunk of leases.
     pub async fn extend_leases(&self, lease_ids: &[String], deadline: i64) -> Result<(), StoreError> {
-        for chunk in lease_ids.chunks(ROWS_PER_INSERT) {
+        for chunk in lease_ids.chunks(self.rows()) {
             let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
             let sql = format!("UPDATE leases SET deadline = $1 WHERE ended_at IS NULL AND id IN ({})", ids.join(", "));
             // Built from constants and numbered placeholders only.
@@ -382,7 +394,7 @@ impl Store {
         // Two statements per chunk, whatever its size: end the leases that
         // are still current, then finish their attempts.
         let mut finished: HashMap<String, AttemptKey> = HashMap::new();
-        for chunk in results.chunks(ROWS_PER_INSERT) {
+        for chunk in results.chunks(self.rows()) {
             let sql = format!(
                 "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
                  WHERE leases.id = v.column1 AND leases.ended_at IS NULL RETURNING leases.id",
@@ -451,9 +463,9 @@ impl Store {
             }
         }
         // What follows each result, with it: nothing of a refused one.
-        insert_pending(&mut tx, &tries, results.first().map_or(0, |(_, o)| o.finished_at)).await?;
-        update_case_results(&mut tx, &finals).await?;
-        for chunk in steps.chunks(ROWS_PER_INSERT) {
+        insert_pending(&mut tx, &tries, results.first().map_or(0, |(_, o)| o.finished_at), self.rows()).await?;
+        update_case_results(&mut tx, &finals, self.rows()).await?;
+        for chunk in steps.chunks(self.rows()) {
             let sql = format!(
                 "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) VALUES {}",
                 placeholders(chunk.len(), 9)
@@ -539,7 +551,7 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
-        insert_pending(&mut tx, tries, at).await?;
+        insert_pending(&mut tx, tries, at, self.rows()).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -554,7 +566,7 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
-        update_case_results(&mut tx, results).await?;
+        update_case_results(&mut tx, results, self.rows()).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -650,7 +662,7 @@ impl Store {
     /// quarantine is left as it is (see [`Store::set_quarantine`]).
     pub async fn upsert_devices(&self, devices: &[DeviceRecord]) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        for chunk in devices.chunks(ROWS_PER_INSERT) {
+        for chunk in devices.chunks(self.rows()) {
             let sql = format!(
                 "INSERT INTO devices (id, worker_id, slot, platform, state, device_json, updated_at) VALUES {} \
                  ON CONFLICT (id) DO UPDATE SET worker_id = excluded.worker_id, slot = excluded.slot, \
@@ -738,7 +750,7 @@ impl Store {
         window: u32,
     ) -> Result<HashMap<String, i64>, StoreError> {
         let mut medians = HashMap::new();
-        for chunk in case_ids.chunks(ROWS_PER_INSERT) {
+        for chunk in case_ids.chunks(self.rows()) {
             let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
             let sql = format!(
                 "SELECT case_id, ms FROM (SELECT case_id, ms, ROW_NUMBER() OVER \
@@ -832,8 +844,9 @@ async fn insert_pending(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     tries: &[PendingTry],
     at: i64,
+    rows: usize,
 ) -> Result<(), StoreError> {
-    for chunk in tries.chunks(ROWS_PER_INSERT) {
+    for chunk in tries.chunks(rows) {
         let sql = format!(
             "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES {} ON CONFLICT DO NOTHING",
             pending_placeholders(chunk.len())
@@ -857,8 +870,9 @@ async fn insert_pending(
 async fn update_case_results(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     results: &[(String, String, String)],
+    rows: usize,
 ) -> Result<(), StoreError> {
-    for chunk in results.chunks(ROWS_PER_INSERT) {
+    for chunk in results.chunks(rows) {
         let sql = format!(
             "UPDATE cases SET final_result = v.column3 FROM (VALUES {}) AS v \
              WHERE cases.run_id = v.column1 AND cases.case_id = v.column2",
