@@ -79,6 +79,11 @@ pub struct Share {
 }
 
 /// The index in `pending` of the attempt `device` should run, if any.
+///
+/// One pass over `pending`: each run's selector is checked once, and the
+/// best attempt of each run is kept twice, among all its attempts and among
+/// those that do not ask to avoid this device (preferred when there are
+/// any). Then the run furthest below its share gives its best.
 pub fn next_for<K>(
     device_id: &str,
     caps: &Capabilities,
@@ -86,30 +91,49 @@ pub fn next_for<K>(
     selectors: &HashMap<String, Selector>,
     shares: &HashMap<String, Share>,
 ) -> Option<usize> {
-    let runnable: Vec<usize> = (0..pending.len())
-        .filter(|&i| selectors.get(&pending[i].run_id).is_some_and(|s| s.is_satisfied_by(caps)))
-        .collect();
-    if runnable.is_empty() {
-        return None;
+    let better = |a: usize, b: usize| {
+        let (a, b) = (&pending[a], &pending[b]);
+        a.expected_ms.cmp(&b.expected_ms).then_with(|| b.ordinal.cmp(&a.ordinal)) == std::cmp::Ordering::Greater
+    };
+    let mut runs_match: HashMap<&str, bool> = HashMap::new();
+    // Per run: its best attempt of all, and of those free to run here.
+    let mut best_any: HashMap<&str, usize> = HashMap::new();
+    let mut best_here: HashMap<&str, usize> = HashMap::new();
+    for (i, attempt) in pending.iter().enumerate() {
+        let run = attempt.run_id.as_str();
+        let matches =
+            *runs_match.entry(run).or_insert_with(|| selectors.get(run).is_some_and(|s| s.is_satisfied_by(caps)));
+        if !matches {
+            continue;
+        }
+        keep_best(&mut best_any, run, i, &better);
+        if attempt.avoid_device.as_deref() != Some(device_id) {
+            keep_best(&mut best_here, run, i, &better);
+        }
     }
-    // Prefer attempts that do not ask to avoid this device.
-    let elsewhere_ok: Vec<usize> =
-        runnable.iter().copied().filter(|&i| pending[i].avoid_device.as_deref() != Some(device_id)).collect();
-    let candidates = if elsewhere_ok.is_empty() { runnable } else { elsewhere_ok };
+    let candidates = if best_here.is_empty() { best_any } else { best_here };
     // The run furthest below its share.
     let load = |run: &str| {
         let share = shares.get(run).copied().unwrap_or(Share { priority: 1, running: 0 });
         share.running as f64 / f64::from(share.priority.max(1))
     };
-    let run = candidates
-        .iter()
-        .map(|&i| pending[i].run_id.as_str())
-        .min_by(|a, b| load(a).total_cmp(&load(b)).then_with(|| a.cmp(b)))?
-        .to_owned();
-    candidates.into_iter().filter(|&i| pending[i].run_id == run).max_by(|&a, &b| {
-        let (a, b) = (&pending[a], &pending[b]);
-        a.expected_ms.cmp(&b.expected_ms).then_with(|| b.ordinal.cmp(&a.ordinal))
-    })
+    candidates
+        .into_iter()
+        .min_by(|(a, _), (b, _)| load(a).total_cmp(&load(b)).then_with(|| a.cmp(b)))
+        .map(|(_, index)| index)
+}
+
+/// Keeps `index` as `run`'s best if it is better than the one kept.
+fn keep_best<'a>(
+    best: &mut HashMap<&'a str, usize>,
+    run: &'a str,
+    index: usize,
+    better: &impl Fn(usize, usize) -> bool,
+) {
+    let slot = best.entry(run).or_insert(index);
+    if better(index, *slot) {
+        *slot = index;
+    }
 }
 
 /// Expected durations for a run's cases: each case's history where there is
