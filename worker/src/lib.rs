@@ -3,4 +3,5 @@
 
 pub mod driver;
 pub mod link;
+mod relaunch;
 pub mod slots;

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
+use crate::relaunch::AppMark;
 
 pub use crate::slots::{Hooks, SlotConfig, WorkerFile};
 
@@ -496,67 +497,6 @@ async fn hand_trace_context(driver: &Driver) {
     }
 }
 
-/// Where an app was when an attempt's steps started: its route, and its
-/// screen's `commit` (renders since the app started, never less within one
-/// process).
-struct AppMark {
-    route: Option<String>,
-    commit: Option<u64>,
-}
-
-impl AppMark {
-    async fn read(driver: &Driver) -> Self {
-        let screen = driver.call("screen", None, Duration::from_secs(5)).await.ok();
-        let field = |name: &str| screen.as_ref().and_then(|s| s.get(name)).cloned();
-        Self {
-            route: field("route").and_then(|r| r.as_str().map(str::to_owned)),
-            commit: field("commit").and_then(|c| c.as_u64()),
-        }
-    }
-
-    /// When the app said hello again during the attempt (the driver held the
-    /// call in flight and resent it), whether it is a new process: it came
-    /// back on another route than the one it was on, or its commit went
-    /// back. Then the attempt ran partly against a fresh app, and what it
-    /// found says nothing about the case.
-    async fn relaunched(
-        &self,
-        driver: &Driver,
-        events: &mut tokio::sync::broadcast::Receiver<DriverEvent>,
-    ) -> Option<String> {
-        let mut route = self.route.clone();
-        let mut reconnected = false;
-        loop {
-            match events.try_recv() {
-                Ok(DriverEvent::Navigation(to)) => route = to,
-                Ok(DriverEvent::Hello(hello)) => {
-                    reconnected = true;
-                    if let (Some(was), Some(back)) = (&route, &hello.route)
-                        && was != back
-                    {
-                        return Some(format!(
-                            "the app was relaunched during the attempt (it reconnected on {back}, not on {was} where it was)"
-                        ));
-                    }
-                    route = hello.route.clone().or(route);
-                }
-                Ok(DriverEvent::Disconnected) => {}
-                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => reconnected = true,
-                Err(_) => break,
-            }
-        }
-        if !reconnected {
-            return None;
-        }
-        let (before, now) = (self.commit?, Self::read(driver).await.commit?);
-        (now < before).then(|| {
-            format!(
-                "the app was relaunched during the attempt (it reconnected, and its screen's commit went back from {before} to {now})"
-            )
-        })
-    }
-}
-
 /// Runs one leased attempt on its slot's driver.
 async fn run_lease(
     slot: &Slot,
@@ -607,10 +547,9 @@ async fn run_lease(
     }
     // The app as the steps find it: a reconnect during the attempt is then
     // told apart from a relaunch (a fresh app that lost the attempt's state).
-    let before = AppMark::read(driver).await;
-    let mut events = driver.events();
+    let before = AppMark::take(driver).await;
     let attempt = run_attempt_with(driver, &case, lease.attempt, &context, on_step).await;
-    if let Some(relaunch) = before.relaunched(driver, &mut events).await {
+    if let Some(relaunch) = before.relaunched(driver).await {
         warn!(%relaunch, "the app was relaunched during the attempt; it runs again");
         return infra(relaunch);
     }
