@@ -87,6 +87,11 @@ async fn main() {
         query.execute(&mut connection).await.unwrap();
     }
     println!("seeded {RUNS} runs and {} attempts in {:.0} s ({name})", RUNS * CASES, seeding.elapsed().as_secs_f64());
+    // The runs were written behind the store's back: they are counted into
+    // the flaky-and-slow summary as a store that predates it would be.
+    let counting = Instant::now();
+    store.count_ended_runs().await.unwrap();
+    println!("counted them into the flaky-and-slow summary in {:.1} s (once)", counting.elapsed().as_secs_f64());
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -117,9 +122,7 @@ async fn main() {
         }
         times.sort_by(f64::total_cmp);
         let (median, p95) = (times[ROUNDS / 2], times[ROUNDS * 95 / 100]);
-        let goal = if label.starts_with("flaky") { "—".to_owned() } else { "100".to_owned() };
-        let ratio = if goal == "100" { format!("{:.1}x", 100.0 / median) } else { "—".to_owned() };
-        println!("{label:<28} {median:>9.1} {p95:>9.1} {goal:>9} {ratio:>10}");
+        println!("{label:<28} {median:>9.1} {p95:>9.1} {:>9} {:>10}", 100, format!("{:.1}x", 100.0 / median));
     }
     cancel.cancel();
 }

@@ -562,17 +562,29 @@ async fn fake_worker(
     (tx, inbound)
 }
 
+/// The coordinator's next message but keepalives (sent at any time).
+async fn next_message(
+    inbound: &mut tonic::Streaming<grpc::CoordinatorMessage>,
+) -> Option<argus_proto::grpc::coordinator_message::Kind> {
+    loop {
+        let kind = inbound.message().await.unwrap().expect("the coordinator keeps the stream open").kind;
+        if !matches!(kind, Some(argus_proto::grpc::coordinator_message::Kind::Keepalive(_))) {
+            return kind;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_result_from_a_revoked_lease_is_refused() {
     use argus_proto::grpc::{coordinator_message, worker_message};
     let mut grid = grid().await;
     let (tx, mut inbound) = fake_worker(&grid.url, grpc::DeviceState::Idle).await;
-    let Some(coordinator_message::Kind::Registered(_)) = inbound.message().await.unwrap().unwrap().kind else {
+    let Some(coordinator_message::Kind::Registered(_)) = next_message(&mut inbound).await else {
         panic!("registered first")
     };
     let url = grid.url.clone();
     let run = tokio::spawn(async move { run_to_end(&url, request(suite(1))).await });
-    let Some(coordinator_message::Kind::Lease(lease)) = inbound.message().await.unwrap().unwrap().kind else {
+    let Some(coordinator_message::Kind::Lease(lease)) = next_message(&mut inbound).await else {
         panic!("then a lease")
     };
     // The fake worker is lost: its lease is taken back and the attempt queued again.
@@ -581,7 +593,7 @@ async fn a_late_result_from_a_revoked_lease_is_refused() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     // It comes back with the result of the lease it no longer holds.
     let (tx, mut inbound) = fake_worker(&grid.url, grpc::DeviceState::Waiting).await;
-    inbound.message().await.unwrap().unwrap();
+    next_message(&mut inbound).await;
     let late = format!(
         r#"{{"id":"{}","file":"cases/browse.md","attempt":1,"result":"failed","startedAt":"2026-01-01T00:00:00.000Z","ms":5,"steps":[]}}"#,
         lease.case_id

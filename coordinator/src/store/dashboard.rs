@@ -1,9 +1,9 @@
 //! What the dashboard reads: runs filtered and paged, a run's attempts, a
-//! case's history across runs, the cases that cost retries, the slowest
-//! cases, and how busy each device was. Indexes carry these (migration
-//! 0003), not caches.
+//! case's history across runs, and how busy each device was. Indexes carry
+//! these (migration 0003), not caches; the cases that cost retries, flip or
+//! are slowest come from a summary kept as runs end ([`super::case_days`]).
 
-use super::{AttemptDetail, CaseAttempt, DeviceBusy, FlakyCase, RunFilter, RunRow, SlowCase, Store, StoreError};
+use super::{AttemptDetail, CaseAttempt, DeviceBusy, RunFilter, RunRow, Store, StoreError};
 
 impl Store {
     /// Runs newest first, filtered; `limit + 1` rows are asked for, so that
@@ -90,74 +90,6 @@ impl Store {
         )
         .bind(case_id)
         .bind(project)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    /// Cases that cost retries in a project's runs since `since`, most first.
-    pub async fn flaky_cases(&self, project: &str, since: i64, limit: u32) -> Result<Vec<FlakyCase>, StoreError> {
-        Ok(sqlx::query_as::<_, FlakyCase>(
-            "SELECT a.case_id, COUNT(*) AS retries, \
-             SUM(CASE WHEN a.result = 'passed' THEN 1 ELSE 0 END) AS passed_on_retry, \
-             COUNT(DISTINCT a.run_id) AS runs \
-             FROM attempts a JOIN runs r ON r.id = a.run_id \
-             WHERE r.project = $1 AND r.started_at >= $2 AND a.attempt > 1 AND a.state = 'done' \
-             AND a.infrastructure = 0 GROUP BY a.case_id ORDER BY retries DESC, a.case_id LIMIT $3",
-        )
-        .bind(project)
-        .bind(since)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    /// How often each case's final result flipped between consecutive runs
-    /// of a project since `since` (passed, then failed, or back).
-    pub async fn flipping_cases(
-        &self,
-        project: &str,
-        since: i64,
-        limit: u32,
-    ) -> Result<Vec<(String, i64)>, StoreError> {
-        Ok(sqlx::query_as::<_, (String, i64)>(
-            "SELECT case_id, CAST(SUM(CASE WHEN previous <> final_result THEN 1 ELSE 0 END) AS BIGINT) AS flips \
-             FROM (SELECT c.case_id, c.final_result, \
-                   LAG(c.final_result) OVER (PARTITION BY c.case_id ORDER BY r.started_at) AS previous \
-                   FROM cases c JOIN runs r ON r.id = c.run_id \
-                   WHERE r.project = $1 AND r.started_at >= $2 AND c.final_result IN ('passed', 'failed')) AS t \
-             GROUP BY case_id HAVING SUM(CASE WHEN previous <> final_result THEN 1 ELSE 0 END) > 0 \
-             ORDER BY flips DESC, case_id LIMIT $3",
-        )
-        .bind(project)
-        .bind(since)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    /// The slowest passing cases of a project since `since`, with their mean
-    /// time in the older and the newer half of the window.
-    pub async fn slow_cases(
-        &self,
-        project: &str,
-        since: i64,
-        now: i64,
-        limit: u32,
-    ) -> Result<Vec<SlowCase>, StoreError> {
-        let middle = since + (now - since) / 2;
-        Ok(sqlx::query_as::<_, SlowCase>(
-            "SELECT a.case_id, COUNT(*) AS attempts, CAST(AVG(a.ms) AS DOUBLE PRECISION) AS mean_ms, \
-             MAX(a.ms) AS max_ms, \
-             CAST(AVG(CASE WHEN a.finished_at < $3 THEN a.ms END) AS DOUBLE PRECISION) AS older_mean_ms, \
-             CAST(AVG(CASE WHEN a.finished_at >= $3 THEN a.ms END) AS DOUBLE PRECISION) AS newer_mean_ms \
-             FROM attempts a JOIN runs r ON r.id = a.run_id \
-             WHERE r.project = $1 AND r.started_at >= $2 AND a.result = 'passed' \
-             GROUP BY a.case_id ORDER BY mean_ms DESC, a.case_id LIMIT $4",
-        )
-        .bind(project)
-        .bind(since)
-        .bind(middle)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?)

@@ -11,6 +11,7 @@ macro_rules! run_select {
     };
 }
 
+mod case_days;
 mod dashboard;
 mod rows;
 
@@ -129,6 +130,7 @@ impl Store {
         }
         let store = Self { pool, backend };
         store.migrate().await?;
+        store.count_ended_runs().await?;
         Ok(store)
     }
 
@@ -372,6 +374,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(());
         }
+        case_days::count_ended(&mut tx).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -583,6 +586,9 @@ impl Store {
             None => "cancelled",
         };
         let count = |pick: fn(&argus_proto::run::RunTotals) -> u64| totals.as_ref().map(|t| pick(t) as i64);
+        // The run's end and what it adds to the flaky-and-slow summary
+        // commit together.
+        let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(
             "UPDATE runs SET finished_at = $1, manifest_json = $2, platform = $3, result = $4, cases = $5, \
              passed = $6, failed = $7, retried = $8, waiting_reason = NULL WHERE id = $9",
@@ -596,11 +602,13 @@ impl Store {
         .bind(count(|t| t.failed))
         .bind(count(|t| t.retried))
         .bind(run_id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::NoRun(run_id.to_owned()));
         }
+        case_days::count_ended(&mut tx).await?;
+        tx.commit().await?;
         Ok(())
     }
 

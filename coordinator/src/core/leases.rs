@@ -1,0 +1,441 @@
+//! Leases: idle devices handed attempts (committed before they are sent),
+//! leases taken back, and attempt results recorded in one transaction per
+//! burst, then followed by what [`crate::policy`] decided.
+
+use super::*;
+
+impl Core {
+    /// A lease the coordinator ends itself: the attempt is an infrastructure
+    /// failure and runs again, without using the retry budget. When the
+    /// store cannot be told, the lease stays (and its device with it) and
+    /// the sweep tries again: nothing is forgotten on an error.
+    pub(super) async fn take_back(&mut self, lease_id: &str, reason: &str) {
+        let Some(mut lease) = self.leases.remove(lease_id) else { return };
+        let (reason, seq) = match lease.revoking.clone() {
+            Some(revoking) => revoking,
+            None => (reason.to_owned(), self.runs.get_mut(&lease.run_id).map_or(0, Run::take_seq)),
+        };
+        let revoked = match self.store.revoke_lease(lease_id, &reason, now_ms(), seq as i64).await {
+            Ok(Some(_)) => true,
+            // Ended already: by this very call's earlier try, whose answer
+            // was lost, or by a result that won the race.
+            Ok(None) => lease.revoking.is_some(),
+            Err(error) => {
+                warn!(%error, lease = lease_id, "cannot record that an attempt was taken back; trying again");
+                lease.revoking = Some((reason, seq));
+                lease.deadline = Instant::now();
+                self.leases.insert(lease_id.to_owned(), lease);
+                return;
+            }
+        };
+        lease.span.record("result", "infrastructure");
+        if let Some(device) = self.devices.get_mut(&lease.device) {
+            device.lease = None;
+        }
+        if let Some(run) = self.runs.get_mut(&lease.run_id) {
+            run.live_steps.retain(|s| !(s.case_id == lease.case_id && s.attempt == lease.attempt));
+        }
+        if !revoked {
+            return;
+        }
+        warn!(lease = lease_id, case = %lease.case_id, %reason, "attempt taken back; it runs again");
+        let key = Key {
+            run: lease.run_id.clone(),
+            case: lease.case_id.clone(),
+            attempt: lease.attempt,
+            try_no: lease.try_no + 1,
+        };
+        self.metrics.retried("infrastructure");
+        self.queue(key, Some(lease.device.clone()));
+        let device = self.device_ref(&lease.device);
+        if let Some(run) = self.runs.get_mut(&lease.run_id) {
+            run.publish(watch::taken_back(seq, &lease.case_id, lease.attempt, &reason, device));
+        }
+        self.dispatch_due = true;
+    }
+
+    /// Queues the next try of an attempt: written with the rest of the
+    /// burst's ([`Core::flush`]), then offered to devices.
+    pub(super) fn queue(&mut self, key: Key, avoid_device: Option<String>) {
+        self.unqueued.push((key, avoid_device));
+    }
+
+    /// Hands each idle device its next attempt (longest expected first, in
+    /// fair share): decides them all, commits every lease in one
+    /// transaction, then sends them.
+    pub(super) async fn dispatch(&mut self) {
+        self.dispatch_due = false;
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut idle: Vec<String> = self
+            .devices
+            .values()
+            .filter(|d| {
+                d.lease.is_none()
+                    && d.quarantine.is_none()
+                    && d.info.state == grpc::DeviceState::Idle as i32
+                    && self.workers.get(&d.worker).is_some_and(|w| !w.draining)
+            })
+            .map(|d| d.id.clone())
+            .collect();
+        idle.sort();
+        let selectors: HashMap<String, Selector> =
+            self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
+        let mut shares: HashMap<String, Share> =
+            self.runs.values().map(|r| (r.id.clone(), Share { priority: r.priority, running: 0 })).collect();
+        for lease in self.leases.values() {
+            if let Some(share) = shares.get_mut(&lease.run_id) {
+                share.running += 1;
+            }
+        }
+        let mut planned: Vec<(Pending<Key>, NewLease)> = Vec::new();
+        for device_id in idle {
+            if self.pending.is_empty() {
+                break;
+            }
+            let Some(caps) = self.devices.get(&device_id).map(|d| d.caps.clone()) else { continue };
+            let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else {
+                continue;
+            };
+            let pending = self.pending.remove(index);
+            match self.new_lease(&device_id, &pending.key) {
+                Ok(lease) => {
+                    if let Some(share) = shares.get_mut(&pending.key.run) {
+                        share.running += 1;
+                    }
+                    planned.push((pending, lease));
+                }
+                Err(error) => {
+                    warn!(%error, device = %device_id, "cannot lease; the attempt stays queued");
+                    self.pending.push(pending);
+                }
+            }
+        }
+        if planned.is_empty() {
+            return;
+        }
+        let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
+        let granted = match self.store.grant_leases(&leases).await {
+            Ok(granted) => granted,
+            Err(error) => {
+                warn!(%error, leases = leases.len(), "cannot commit leases; their attempts stay queued");
+                self.pending.extend(planned.into_iter().map(|(pending, _)| pending));
+                // Tried again at the next sweep, if nothing comes sooner.
+                self.dispatch_due = true;
+                return;
+            }
+        };
+        for ((pending, lease), granted) in planned.into_iter().zip(granted) {
+            if granted {
+                self.send_lease(lease, pending.key).await;
+            } else {
+                warn!(case = %pending.key.case, "the attempt is no longer pending; not leased");
+            }
+        }
+    }
+
+    /// The lease `device_id` would get for `key`. The owner task must not
+    /// panic on a state it did not expect: a missing device, run or case
+    /// leaves the attempt queued, with a log.
+    pub(super) fn new_lease(&self, device_id: &str, key: &Key) -> Result<NewLease, CoreError> {
+        let missing = |what: String| CoreError::Invalid(format!("cannot lease: {what}"));
+        let device = self.devices.get(device_id).ok_or_else(|| missing(format!("no device {device_id}")))?;
+        let run = self.runs.get(&key.run).ok_or_else(|| missing(format!("no run {}", key.run)))?;
+        if !run.cases.contains_key(&key.case) {
+            return Err(missing(format!("no case {} in run {}", key.case, key.run)));
+        }
+        let now = now_ms();
+        Ok(NewLease {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            run_id: key.run.clone(),
+            case_id: key.case.clone(),
+            attempt: key.attempt,
+            try_no: key.try_no,
+            device_id: device_id.to_owned(),
+            worker_id: device.worker.clone(),
+            platform: device.caps.platform.clone(),
+            granted_at: now,
+            deadline: now + LEASE_TTL.as_millis() as i64,
+        })
+    }
+
+    /// Sends a committed lease to its worker and tells the run's watchers.
+    pub(super) async fn send_lease(&mut self, lease: NewLease, key: Key) {
+        let run_span = self.runs.get(&key.run).map_or_else(tracing::Span::none, |r| r.span.clone());
+        let span = tracing::info_span!(
+            parent: &run_span,
+            "lease",
+            case = %key.case,
+            attempt = key.attempt,
+            try_no = key.try_no,
+            device = %lease.device_id,
+            result = tracing::field::Empty
+        );
+        let traceparent = argus_proto::trace::traceparent(&span).unwrap_or_default();
+        self.leases.insert(
+            lease.id.clone(),
+            Lease {
+                id: lease.id.clone(),
+                run_id: key.run.clone(),
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                try_no: key.try_no,
+                device: lease.device_id.clone(),
+                worker: lease.worker_id.clone(),
+                deadline: Instant::now() + LEASE_TTL,
+                span,
+                revoking: None,
+            },
+        );
+        let message = {
+            let device = self.devices.get(&lease.device_id);
+            let run = self.runs.get(&key.run);
+            let case = run.and_then(|r| r.cases.get(&key.case));
+            let (Some(device), Some(run), Some(case)) = (device, run, case) else {
+                self.take_back(&lease.id, "the device or run went away before the lease was sent").await;
+                return;
+            };
+            message(coordinator_message::Kind::Lease(grpc::Lease {
+                lease_id: lease.id.clone(),
+                run_id: key.run.clone(),
+                slot: device.info.slot.clone(),
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                case_source: run.sources.get(&case.file).cloned().unwrap_or_default(),
+                case_file: case.file.clone(),
+                config_json: run.config_json.clone(),
+                deadline_unix_ms: lease.deadline,
+                traceparent,
+                granted_unix_us: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
+            }))
+        };
+        if let Some(device) = self.devices.get_mut(&lease.device_id) {
+            device.lease = Some(lease.id.clone());
+        }
+        let started = grpc::RunUpdate {
+            kind: Some(run_update::Kind::Started(grpc::AttemptStarted {
+                case_id: key.case.clone(),
+                attempt: key.attempt,
+                device: Some(self.device_ref(&lease.device_id)),
+            })),
+            seq: 0,
+        };
+        if let Some(run) = self.runs.get_mut(&key.run) {
+            run.publish(started);
+        }
+        self.metrics.leases_granted.inc();
+        let sent = self.workers.get(&lease.worker_id).is_some_and(|w| w.tx.try_send(Ok(message)).is_ok());
+        if !sent {
+            // The worker's stream is gone; its loss takes the lease back.
+            self.take_back(&lease.id, "the worker could not be reached").await;
+        }
+    }
+
+    /// Records results (one transaction for all), then acts on each: retry,
+    /// requeue, finish the case and the run.
+    pub(super) async fn attempts_finished(&mut self, results: Vec<(String, grpc::AttemptResult)>) {
+        if results.is_empty() {
+            return;
+        }
+        let prepared: Vec<Finished> = results.into_iter().filter_map(|(w, r)| self.prepare_result(&w, r)).collect();
+        self.record_results(prepared, false).await;
+    }
+
+    /// Writes prepared results and applies those the store took. When the
+    /// store fails they are kept, with their `seq`, and tried again at the
+    /// next sweep (`again`): a result refused then as no longer current,
+    /// whose lease this coordinator still holds, was committed by the try
+    /// whose answer was lost (only this task ends leases), and is applied.
+    pub(super) async fn record_results(&mut self, prepared: Vec<Finished>, again: bool) {
+        if prepared.is_empty() {
+            return;
+        }
+        let outcomes: Vec<(String, AttemptOutcome)> =
+            prepared.iter().map(|f| (f.result.lease_id.clone(), f.outcome.clone())).collect();
+        let recorded = match self.store.finish_attempts(&outcomes).await {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");
+                self.unrecorded.extend(prepared);
+                return;
+            }
+        };
+        for (finished, recorded) in prepared.into_iter().zip(recorded) {
+            let held = self.leases.get(&finished.result.lease_id).is_some_and(|l| l.revoking.is_none());
+            match recorded {
+                Ok(_) => self.apply_result(finished).await,
+                Err(_) if again && held => self.apply_result(finished).await,
+                Err(error) => warn!(%error, "late result refused (fencing)"),
+            }
+        }
+    }
+
+    /// A result checked against its lease, with what the store records. A
+    /// result whose RunCase does not parse is an infrastructure failure that
+    /// says so, not a default.
+    pub(super) fn prepare_result(&mut self, worker: &str, result: grpc::AttemptResult) -> Option<Finished> {
+        let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker && l.revoking.is_none())
+        else {
+            warn!(lease = %result.lease_id, worker, "result for a lease that is not current; refused");
+            return None;
+        };
+        let device = self.device_ref(&lease.device);
+        let (attempt, run_id) = (lease.attempt, lease.run_id.clone());
+        let mut error = (!result.error.is_empty()).then(|| result.error.clone());
+        let mut line: Option<RunCase> = None;
+        if !result.infrastructure_failure {
+            match serde_json::from_str::<RunCase>(&result.run_case_json) {
+                Ok(parsed) => line = Some(parsed),
+                Err(e) => {
+                    warn!(lease = %result.lease_id, error = %e, "the worker's RunCase does not parse; the attempt runs again");
+                    error = Some(format!("the worker sent a result that does not parse: {e}"));
+                }
+            }
+        }
+        if let Some(line) = line.as_mut() {
+            line.attempt = attempt;
+            line.extra.insert(
+                "device".into(),
+                json!({"id": device.id, "platform": device.platform, "worker": device.worker}),
+            );
+        }
+        let infrastructure = line.is_none();
+        let retries = self.runs.get(&run_id).map_or(0, |r| r.retries);
+        let next = crate::policy::after_attempt(line.as_ref().map(|l| l.result), attempt, lease.try_no, retries);
+        let seq = self.runs.get_mut(&run_id).map_or(0, Run::take_seq);
+        let outcome = AttemptOutcome {
+            result: line.as_ref().map(|l| result_name(l.result).to_owned()),
+            infrastructure,
+            error: error.clone(),
+            finished_at: now_ms(),
+            ms: line.as_ref().map_or(0, |l| l.ms as i64),
+            run_case_json: line.as_ref().map(RunCase::to_line),
+            steps: line
+                .as_ref()
+                .map(|l| {
+                    l.steps
+                        .iter()
+                        .map(|s| StepRow {
+                            step: s.step.clone(),
+                            status: format!("{:?}", s.status).to_lowercase(),
+                            ms: s.ms as i64,
+                            error: s.error.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            seq: seq as i64,
+            next_try: match next {
+                Next::RunAgain { attempt, try_no, .. } => Some((attempt, try_no)),
+                Next::Final(_) => None,
+            },
+            final_result: match next {
+                Next::Final(result) => Some(result_name(result).to_owned()),
+                Next::RunAgain { .. } => None,
+            },
+        };
+        let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
+        Some(Finished { result, line, outcome, seq, next })
+    }
+
+    pub(super) async fn apply_result(&mut self, finished: Finished) {
+        let Finished { result, line, seq, next, .. } = finished;
+        let Some(lease) = self.leases.remove(&result.lease_id) else { return };
+        let (run_id, case_id, attempt, device_id) =
+            (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.device.clone());
+        let device = self.device_ref(&device_id);
+        let outcome = line.as_ref().map_or("infrastructure", |l| result_name(l.result));
+        lease.span.record("result", outcome);
+        if let Some(d) = self.devices.get_mut(&device_id) {
+            d.lease = None;
+        }
+        if let Some(run) = self.runs.get_mut(&run_id) {
+            run.live_steps.retain(|s| !(s.case_id == case_id && s.attempt == attempt));
+        }
+        self.dispatch_due = true;
+        let Some(line) = line else {
+            let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
+            warn!(case = %case_id, reason, "infrastructure failure; the attempt runs again");
+            let quarantine = self
+                .devices
+                .get_mut(&device_id)
+                .filter(|d| d.quarantine.is_none())
+                .and_then(|d| d.suspicion.infrastructure_failure(reason));
+            if let Some(reason) = quarantine {
+                self.quarantine_for(&device_id, reason).await;
+            }
+            let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
+            if let Some(run) = self.runs.get_mut(&run_id) {
+                run.publish(watch::taken_back(seq, &case_id, attempt, reason, device));
+            }
+            self.follow(&run_id, &case_id, next, Some(device_id)).await;
+            return;
+        };
+        self.metrics.attempt(&device.platform, result_name(line.result), line.ms as i64);
+        self.metrics.lease_to_first_call(result.lease_to_first_call_us);
+        for (suspect, reason) in self.judge_device(&run_id, &line, &device_id) {
+            self.quarantine_for(&suspect, reason).await;
+        }
+        let native = self
+            .devices
+            .get(&device_id)
+            .and_then(|d| serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool());
+        if let Some(run) = self.runs.get_mut(&run_id) {
+            run.publish(watch::finished(seq, line.to_line(), device.clone(), result.lease_to_first_call_us));
+            if run.platform.is_none() {
+                run.platform = Some(device.platform.clone());
+                run.native = native;
+            }
+            run.lines.push(line.clone());
+        }
+        self.follow(&run_id, &case_id, next, Some(device_id)).await;
+    }
+
+    /// Applies what follows an attempt, which the store recorded with its
+    /// result: the next try waits for a device (preferably another), or the
+    /// case is done and the run may be over.
+    pub(super) async fn follow(&mut self, run_id: &str, case_id: &str, next: Next, avoid: Option<String>) {
+        match next {
+            Next::RunAgain { attempt, try_no, kind } => {
+                self.metrics.retried(kind.name());
+                self.enqueue(Key { run: run_id.to_owned(), case: case_id.to_owned(), attempt, try_no }, avoid);
+                self.dispatch_due = true;
+            }
+            Next::Final(_) => {
+                if let Some(case) = self.runs.get_mut(run_id).and_then(|r| r.cases.get_mut(case_id)) {
+                    case.done = true;
+                }
+                self.finish_run_if_done(run_id).await;
+            }
+        }
+    }
+
+    /// What a result says about devices: the device it ran on works; a pass
+    /// after failures on other devices counts against each of them
+    /// ([`Suspicion`]).
+    pub(super) fn judge_device(&mut self, run_id: &str, line: &RunCase, device_id: &str) -> Vec<(String, String)> {
+        let passed = line.result == CaseResult::Passed;
+        if let Some(d) = self.devices.get_mut(device_id) {
+            d.suspicion.ran(passed);
+        }
+        let Some(run) = self.runs.get(run_id).filter(|_| passed) else { return Vec::new() };
+        let suspects: Vec<String> = run
+            .lines
+            .iter()
+            .filter(|l| l.id == line.id && l.result == CaseResult::Failed)
+            .filter_map(|l| l.extra.get("device")?.get("id")?.as_str().map(str::to_owned))
+            .filter(|d| d != device_id)
+            .collect();
+        let mut quarantines = Vec::new();
+        for suspect in suspects {
+            let Some(d) = self.devices.get_mut(&suspect) else { continue };
+            if let Some(reason) = d.suspicion.passed_elsewhere(&line.id)
+                && d.quarantine.is_none()
+            {
+                quarantines.push((d.id.clone(), reason));
+            }
+        }
+        quarantines
+    }
+}

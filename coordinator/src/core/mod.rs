@@ -1,0 +1,618 @@
+//! The coordinator's one owner task: every decision about the fleet, runs
+//! and leases is made here, in order, and written to the store before it is
+//! acted on. gRPC handlers talk to it through [`Handle`].
+//!
+//! This module holds the task's state and its loop; what it does is split
+//! by concern: [`fleet`] (workers and devices), [`runs`] and [`leases`].
+//! What follows an attempt is decided in [`crate::policy`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use argus_proto::grpc::{self, coordinator_message, run_update};
+use argus_proto::run::{CaseResult, RunCase, RunManifest, totals};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::metrics::{Metrics, Snapshot};
+use crate::policy::{Next, Suspicion};
+use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
+use crate::store::{
+    AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
+};
+use crate::watch::{self, WatchStream, Watcher};
+
+mod fleet;
+mod leases;
+mod runs;
+
+use fleet::device_record;
+
+/// How long a lease lives without a heartbeat.
+pub const LEASE_TTL: Duration = Duration::from_secs(20);
+/// How often workers send heartbeats (told in `Registered`).
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// A worker silent this long (two heartbeats) is taken for gone.
+pub const WORKER_SILENCE: Duration = Duration::from_secs(10);
+/// The expected duration of a case nothing is known about.
+pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
+/// How many recent passing attempts the expected duration is the median of.
+pub const HISTORY_WINDOW: u32 = 20;
+
+pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, tonic::Status>>;
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+pub(crate) fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Why the coordinator refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NoDevice(String),
+    #[error("no run {0}")]
+    NoRun(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the coordinator is shutting down")]
+    Stopped,
+}
+
+impl From<CoreError> for tonic::Status {
+    fn from(error: CoreError) -> Self {
+        match &error {
+            CoreError::Invalid(m) => tonic::Status::invalid_argument(m.clone()),
+            CoreError::NoDevice(m) => tonic::Status::failed_precondition(m.clone()),
+            CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
+            CoreError::Store(_) => tonic::Status::internal(error.to_string()),
+            CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
+        }
+    }
+}
+
+/// One worker's stream: its name (its identity, stable across reconnects)
+/// and which of its connections this is. A worker that dials again while
+/// its old stream still looks alive replaces it; what the old one still
+/// says is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub worker: String,
+    pub conn: u64,
+}
+
+pub enum Command {
+    Cancel {
+        run_id: String,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    WorkerJoined {
+        register: grpc::Register,
+        tx: WorkerTx,
+        reply: oneshot::Sender<Result<Link, CoreError>>,
+    },
+    WorkerMessage {
+        link: Link,
+        message: grpc::WorkerMessage,
+    },
+    WorkerGone {
+        link: Link,
+    },
+    /// Whether some device could ever run a selector's cases (quarantined
+    /// ones count: they may be released); the fleet named if not.
+    Admit {
+        selector: Selector,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    /// A run the gRPC handler checked and wrote: the owner takes it up.
+    Submitted {
+        suite: Box<crate::submit::CheckedSuite>,
+        run: Box<NewRun>,
+        /// The client's trace context, from the request's metadata.
+        traceparent: String,
+        reply: oneshot::Sender<grpc::SubmitResponse>,
+    },
+    Watch {
+        run_id: String,
+        /// Resume after this `seq` (0: from the start).
+        after_seq: u64,
+        reply: oneshot::Sender<Result<WatchStream, CoreError>>,
+    },
+    Fleet {
+        reply: oneshot::Sender<grpc::ListFleetResponse>,
+    },
+    Quarantine {
+        device: String,
+        reason: Option<String>,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    Drain {
+        worker: String,
+        /// false: take work again.
+        drain: bool,
+        reply: oneshot::Sender<Result<(), CoreError>>,
+    },
+    /// The gauges, for a metrics scrape.
+    Snapshot {
+        reply: oneshot::Sender<Snapshot>,
+    },
+}
+
+/// The most device slots one worker may register.
+pub const MAX_DEVICES_PER_WORKER: usize = 1024;
+
+/// The most commands the owner task takes in one burst.
+const MAX_BURST: usize = 512;
+
+/// Talks to the owner task.
+#[derive(Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Handle {
+    pub async fn send(&self, command: Command) -> Result<(), CoreError> {
+        self.tx.send(command).await.map_err(|_| CoreError::Stopped)
+    }
+}
+
+struct Device {
+    id: String,
+    worker: String,
+    info: grpc::Device,
+    caps: Capabilities,
+    lease: Option<String>,
+    quarantine: Option<String>,
+    /// When `info.state` last changed (epoch ms).
+    state_since: i64,
+    /// What its attempts hold against it (the quarantine rules).
+    suspicion: Suspicion,
+    /// Why it takes no work though nobody quarantined it: its app says a
+    /// platform other than its slot's.
+    mismatch: Option<String>,
+}
+
+struct Worker {
+    id: String,
+    conn: u64,
+    hostname: String,
+    tx: WorkerTx,
+    draining: bool,
+    last_seen: i64,
+}
+
+struct Lease {
+    id: String,
+    run_id: String,
+    case_id: String,
+    attempt: u32,
+    try_no: u32,
+    device: String,
+    worker: String,
+    deadline: Instant,
+    /// Open while the attempt runs; the worker's attempt span is its child.
+    span: tracing::Span,
+    /// Being taken back: why, and the attempt's `seq`. Set when the store
+    /// could not be told; the sweep tries again with the same.
+    revoking: Option<(String, u64)>,
+}
+
+struct Case {
+    file: String,
+    ordinal: i64,
+    expected_ms: i64,
+    done: bool,
+}
+
+struct Run {
+    id: String,
+    selector: Selector,
+    retries: u32,
+    priority: u32,
+    config_json: String,
+    sources: HashMap<String, String>,
+    cases: HashMap<String, Case>,
+    started_at: i64,
+    watchers: Vec<Watcher>,
+    /// Goes on without a client.
+    detached: bool,
+    /// Since when no client watches it (the run is cancelled past the
+    /// grace unless detached).
+    unwatched_since: Option<Instant>,
+    /// Why it waits, while no device could take its pending attempts.
+    waiting: Option<Waiting>,
+    lines: Vec<RunCase>,
+    /// Every finished attempt and attempt taken back, in `seq` order: what a
+    /// watcher that resumes after a `seq` is sent.
+    log: Vec<grpc::RunUpdate>,
+    /// The `seq` the next finished attempt gets.
+    next_seq: u64,
+    /// Steps of attempts still running, replayed to late watchers.
+    live_steps: Vec<grpc::StepFinished>,
+    platform: Option<String>,
+    native: Option<bool>,
+    finished: Option<String>,
+    /// Open while the run goes; its leases are its children.
+    span: tracing::Span,
+}
+
+/// A run with attempts no device can take, and why.
+#[derive(Debug, Clone, PartialEq)]
+struct Waiting {
+    message: String,
+    since_ms: i64,
+    /// The store has the message (the dashboard shows it).
+    stored: bool,
+}
+
+impl Run {
+    /// Sends an update to every watcher, forgetting those that went away or
+    /// fell behind (they were told, and watch again with their `seq`).
+    fn publish(&mut self, update: grpc::RunUpdate) {
+        self.watchers.retain_mut(|w| w.send(&update));
+        if update.seq != 0 {
+            self.log.push(update);
+        }
+    }
+
+    /// A `seq` for the next finished attempt.
+    fn take_seq(&mut self) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        seq
+    }
+
+    /// The run's last update, once it has finished.
+    fn finished_update(&self) -> Option<grpc::RunUpdate> {
+        let manifest = self.finished.clone()?;
+        let seq = self.log.last().map_or(1, |u| u.seq + 1);
+        Some(watch::run_finished(seq, manifest))
+    }
+}
+
+/// A result on its way to the store.
+struct Finished {
+    result: grpc::AttemptResult,
+    /// `None`: an infrastructure failure.
+    line: Option<RunCase>,
+    outcome: AttemptOutcome,
+    /// Its place in the run's updates.
+    seq: u64,
+    /// What follows it (recorded with it).
+    next: Next,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Key {
+    run: String,
+    case: String,
+    attempt: u32,
+    try_no: u32,
+}
+
+struct Core {
+    store: Store,
+    workers: HashMap<String, Worker>,
+    devices: HashMap<String, Device>,
+    leases: HashMap<String, Lease>,
+    runs: HashMap<String, Run>,
+    pending: Vec<Pending<Key>>,
+    /// Results the store failed to take, tried again at each sweep.
+    unrecorded: Vec<Finished>,
+    /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
+    /// kept when the store fails). What follows a result is written with it.
+    unqueued: Vec<(Key, Option<String>)>,
+    unsaved_quarantines: Vec<(String, String)>,
+    /// Leases whose heartbeat the store has not been told yet: their new
+    /// deadline is written for all of them in one statement per sweep.
+    unextended: std::collections::HashSet<String>,
+    /// Devices whose state the store has not been told yet (written in one
+    /// statement at the next sweep).
+    dirty_devices: std::collections::HashSet<String>,
+    /// When workers were last sent a keepalive (epoch ms).
+    keepalive_at: i64,
+    next_worker: u64,
+    config: CoreConfig,
+    /// Set by whatever frees a device or queues work; the owner loop
+    /// dispatches once after a burst of commands, so that their leases
+    /// commit in one transaction.
+    dispatch_due: bool,
+    metrics: Arc<Metrics>,
+}
+
+/// How long a run may go without a client watching it before it is
+/// cancelled (unless submitted detached): long enough for `argus run` to
+/// ride out a coordinator restart or a network blip.
+pub const CLIENT_GRACE: Duration = Duration::from_secs(60);
+
+/// How the owner task behaves.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Where the dashboard is, for the links Submit answers.
+    pub dashboard_url: Option<String>,
+    /// See [`CLIENT_GRACE`].
+    pub client_grace: Duration,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        Self { dashboard_url: None, client_grace: CLIENT_GRACE }
+    }
+}
+
+/// Starts the owner task over `store`. Attempts that were leased when the
+/// last coordinator stopped are infrastructure failures, queued again.
+pub async fn start(
+    store: Store,
+    config: CoreConfig,
+    metrics: Arc<Metrics>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
+    let mut core = Core {
+        store,
+        workers: HashMap::new(),
+        devices: HashMap::new(),
+        leases: HashMap::new(),
+        runs: HashMap::new(),
+        pending: Vec::new(),
+        unrecorded: Vec::new(),
+        unqueued: Vec::new(),
+        unsaved_quarantines: Vec::new(),
+        unextended: Default::default(),
+        dirty_devices: Default::default(),
+        keepalive_at: 0,
+        next_worker: 0,
+        config,
+        dispatch_due: true,
+        metrics,
+    };
+    core.recover().await?;
+    let (tx, mut rx) = mpsc::channel::<Command>(1024);
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let mut sweep = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    // What the store has not taken yet gets one more try, then
+                    // dropping the workers' and watchers' senders ends their
+                    // streams.
+                    _ = shutdown.cancelled() => {
+                        core.settle().await;
+                        info!(leases = core.leases.len(), "owner task stopped");
+                        break;
+                    }
+                    command = rx.recv() => match command {
+                        Some(command) => {
+                            // Whatever else is ready is handled too before leases
+                            // are decided: a burst of results becomes one
+                            // transaction of results and one of leases.
+                            let mut burst = vec![command];
+                            while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
+                                burst.push(more);
+                            }
+                            core.handle_burst(burst).await;
+                        }
+                        None => break,
+                    },
+                    _ = sweep.tick() => core.sweep().await,
+                }
+                // What the burst decided is written in a few statements,
+                // before any device is handed the attempts it queued.
+                core.flush().await;
+                if core.dispatch_due {
+                    core.dispatch().await;
+                }
+            }
+        },
+        tracing::info_span!("owner"),
+    ));
+    Ok((Handle { tx }, task))
+}
+
+impl Core {
+    /// Handles commands in order, except that consecutive attempt results
+    /// are recorded in one transaction. Steps, heartbeats and device updates
+    /// may pass a pending result (they never concern a finished lease);
+    /// anything else waits for the results before it.
+    async fn handle_burst(&mut self, burst: Vec<Command>) {
+        use argus_proto::grpc::worker_message::Kind;
+        let mut results: Vec<(String, grpc::AttemptResult)> = Vec::new();
+        for command in burst {
+            match command {
+                Command::WorkerMessage { link, .. } | Command::WorkerGone { link } if !self.is_current(&link) => {}
+                Command::WorkerMessage { link, message: grpc::WorkerMessage { kind: Some(Kind::Attempt(result)) } } => {
+                    results.push((link.worker, result));
+                }
+                Command::WorkerMessage { link, message }
+                    if matches!(message.kind, Some(Kind::Step(_) | Kind::Heartbeat(_) | Kind::Device(_))) =>
+                {
+                    self.on_worker_message(&link.worker, message).await;
+                }
+                command => {
+                    self.attempts_finished(std::mem::take(&mut results)).await;
+                    self.handle(command).await;
+                }
+            }
+        }
+        self.attempts_finished(results).await;
+    }
+
+    async fn handle(&mut self, command: Command) {
+        match command {
+            Command::WorkerJoined { register, tx, reply } => {
+                let joined = self.join(register, tx.clone()).await;
+                if let Ok(link) = &joined {
+                    // Registered goes out before any lease can; a drained
+                    // worker is told again.
+                    let registered =
+                        grpc::Registered { worker_id: link.worker.clone(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
+                    let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
+                    if self.workers.get(&link.worker).is_some_and(|w| w.draining) {
+                        let drain = grpc::Drain { reason: "drained by an operator".into() };
+                        let _ = tx.try_send(Ok(message(coordinator_message::Kind::Drain(drain))));
+                    }
+                }
+                let _ = reply.send(joined);
+                self.dispatch_due = true;
+            }
+            Command::WorkerMessage { link, message } => {
+                if self.is_current(&link) {
+                    self.on_worker_message(&link.worker, message).await;
+                }
+            }
+            Command::WorkerGone { link } => {
+                if self.is_current(&link) {
+                    self.worker_gone(&link.worker).await;
+                }
+            }
+            Command::Admit { selector, reply } => {
+                let _ = reply.send(self.admit(&selector));
+            }
+            Command::Submitted { suite, run, traceparent, reply } => {
+                let _ = reply.send(self.adopt(*suite, *run, &traceparent));
+            }
+            Command::Watch { run_id, after_seq, reply } => {
+                let _ = reply.send(self.watch(&run_id, after_seq));
+            }
+            Command::Snapshot { reply } => {
+                let _ = reply.send(self.snapshot());
+            }
+            Command::Fleet { reply } => {
+                let _ = reply.send(self.fleet());
+            }
+            Command::Quarantine { device, reason, reply } => {
+                let result = if self.devices.contains_key(&device) {
+                    self.set_quarantine(&device, reason).await.map_err(CoreError::from)
+                } else {
+                    Err(CoreError::Invalid(format!("no device {device}; the fleet: {}", self.fleet_summary())))
+                };
+                if let Some(d) = self.devices.get_mut(&device).filter(|_| result.is_ok()) {
+                    d.suspicion.forgive();
+                }
+                let _ = reply.send(result);
+                self.dispatch_due = true;
+            }
+            Command::Cancel { run_id, reply } => {
+                let result = self.cancel(&run_id, "the run was cancelled by its client").await;
+                let _ = reply.send(result);
+                self.dispatch_due = true;
+            }
+            Command::Drain { worker, drain, reply } => {
+                let result = self.drain(&worker, drain).await;
+                let _ = reply.send(result);
+                self.dispatch_due = true;
+            }
+        }
+    }
+
+    /// Writes the tries the burst queued for attempts taken back, in one
+    /// statement. What the store refuses stays, and the next flush tries
+    /// again.
+    async fn flush(&mut self) {
+        if !self.unqueued.is_empty() {
+            let tries: Vec<PendingTry> = self
+                .unqueued
+                .iter()
+                .map(|(k, _)| PendingTry {
+                    run_id: k.run.clone(),
+                    case_id: k.case.clone(),
+                    attempt: k.attempt,
+                    try_no: k.try_no,
+                })
+                .collect();
+            match self.store.queue_many(&tries, now_ms()).await {
+                Ok(()) => {
+                    for (key, avoid) in std::mem::take(&mut self.unqueued) {
+                        self.enqueue(key, avoid);
+                    }
+                    self.dispatch_due = true;
+                }
+                Err(error) => warn!(%error, attempts = tries.len(), "cannot queue attempts; trying again"),
+            }
+        }
+    }
+
+    /// Once a second: leases past their deadline are taken back, what the
+    /// store could not take is tried again, runs nobody watches past the
+    /// grace are cancelled, and runs learn whether they wait for devices.
+    async fn sweep(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<String> = self.leases.values().filter(|l| l.deadline <= now).map(|l| l.id.clone()).collect();
+        for lease in expired {
+            self.take_back(&lease, "the lease expired: no heartbeat").await;
+        }
+        self.check_workers().await;
+        self.settle().await;
+        self.cancel_unwatched().await;
+        self.check_waiting().await;
+        if !self.pending.is_empty() {
+            self.dispatch_due = true;
+        }
+    }
+
+    /// Writes what waits for the sweep (heartbeats, devices' state) and
+    /// tries again what the store refused with an error: results, queued
+    /// attempts, quarantines, run ends.
+    async fn settle(&mut self) {
+        let unrecorded = std::mem::take(&mut self.unrecorded);
+        if !unrecorded.is_empty() {
+            self.record_results(unrecorded, true).await;
+        }
+        self.flush().await;
+        self.unextended.retain(|id| self.leases.contains_key(id));
+        if !self.unextended.is_empty() {
+            let ids: Vec<String> = self.unextended.iter().cloned().collect();
+            match self.store.extend_leases(&ids, now_ms() + LEASE_TTL.as_millis() as i64).await {
+                Ok(()) => self.unextended.clear(),
+                Err(error) => warn!(%error, leases = ids.len(), "cannot record heartbeats; trying again"),
+            }
+        }
+        for (device, reason) in std::mem::take(&mut self.unsaved_quarantines) {
+            if self.devices.get(&device).is_some_and(|d| d.quarantine.as_ref() == Some(&reason)) {
+                self.quarantine_for(&device, reason).await;
+            }
+        }
+        if !self.dirty_devices.is_empty() {
+            let now = now_ms();
+            let records: Vec<DeviceRecord> = self
+                .dirty_devices
+                .iter()
+                .filter_map(|id| self.devices.get(id))
+                .map(|d| device_record(&d.worker, &d.info, now))
+                .collect();
+            match self.store.upsert_devices(&records).await {
+                Ok(()) => self.dirty_devices.clear(),
+                Err(error) => warn!(%error, devices = records.len(), "cannot record the devices' state; trying again"),
+            }
+        }
+        let ids: Vec<String> =
+            self.runs.iter().filter(|(_, r)| r.finished.is_none()).map(|(id, _)| id.clone()).collect();
+        for id in ids {
+            self.finish_run_if_done(&id).await;
+        }
+    }
+}
+
+fn manifest_json(manifest: &RunManifest) -> String {
+    serde_json::to_string(manifest).expect("a manifest is plain data")
+}
+
+fn result_name(result: CaseResult) -> &'static str {
+    match result {
+        CaseResult::Passed => "passed",
+        CaseResult::Failed => "failed",
+        CaseResult::Unsupported => "unsupported",
+    }
+}
+
+fn message(kind: coordinator_message::Kind) -> grpc::CoordinatorMessage {
+    grpc::CoordinatorMessage { kind: Some(kind) }
+}

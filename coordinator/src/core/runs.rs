@@ -1,0 +1,386 @@
+//! Runs: taken up after a restart or a submit, watched, told why they
+//! wait, cancelled, and ended once every case has its final result.
+
+use super::*;
+
+impl Core {
+    /// Rebuilds the runs that were going from the store: attempts that were
+    /// leased when the last coordinator stopped are infrastructure failures
+    /// and are queued again; pending ones wait for devices as before.
+    pub(super) async fn recover(&mut self) -> Result<(), CoreError> {
+        for row in self.store.open_runs().await? {
+            let selector: Selector = serde_json::from_str(&row.selector_json).map_err(|e| {
+                CoreError::Invalid(format!(
+                    "run {} has a selector that does not parse ({e}): {}",
+                    row.id, row.selector_json
+                ))
+            })?;
+            let lines: Vec<RunCase> =
+                self.store.run_lines(&row.id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            let log = watch::from_log(&self.store.run_log(&row.id).await?);
+            let cases = self
+                .store
+                .run_cases(&row.id)
+                .await?
+                .into_iter()
+                .map(|c| {
+                    let case = Case {
+                        file: c.file,
+                        ordinal: c.ordinal,
+                        expected_ms: c.expected_ms,
+                        done: c.final_result.is_some(),
+                    };
+                    (c.case_id, case)
+                })
+                .collect();
+            let run = Run {
+                id: row.id.clone(),
+                selector,
+                retries: row.retries as u32,
+                priority: row.priority as u32,
+                config_json: row.config_json,
+                sources: self.store.run_files(&row.id).await?.into_iter().collect(),
+                cases,
+                started_at: row.started_at,
+                watchers: Vec::new(),
+                detached: row.detached != 0,
+                // Its client has the grace to come back.
+                unwatched_since: Some(Instant::now()),
+                waiting: None,
+                next_seq: log.last().map_or(1, |u| u.seq + 1),
+                log,
+                live_steps: Vec::new(),
+                platform: lines
+                    .first()
+                    .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
+                native: None,
+                lines,
+                finished: None,
+                span: tracing::info_span!(parent: None, "run", run = %row.id, recovered = true),
+            };
+            info!(run = %row.id, "run taken up again after a restart");
+            self.runs.insert(row.id, run);
+        }
+        const RESTARTED: &str = "the coordinator restarted";
+        for row in self.store.open_attempts().await? {
+            if row.state == "leased"
+                && let Some(lease) = &row.lease_id
+            {
+                let device = grpc::DeviceRef { id: row.device_id.clone().unwrap_or_default(), ..Default::default() };
+                let seq = self.runs.get_mut(&row.run_id).map_or(0, Run::take_seq);
+                self.store.revoke_lease(lease, RESTARTED, now_ms(), seq as i64).await?;
+                self.store
+                    .queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms())
+                    .await?;
+                if let Some(run) = self.runs.get_mut(&row.run_id) {
+                    run.publish(watch::taken_back(seq, &row.case_id, row.attempt as u32, RESTARTED, device));
+                }
+            }
+        }
+        for row in self.store.open_attempts().await? {
+            if row.state == "pending" {
+                let key =
+                    Key { run: row.run_id, case: row.case_id, attempt: row.attempt as u32, try_no: row.try_no as u32 };
+                self.enqueue(key, None);
+            }
+        }
+        let ids: Vec<String> = self.runs.keys().cloned().collect();
+        for id in ids {
+            self.finish_run_if_done(&id).await;
+        }
+        Ok(())
+    }
+
+    /// A new watcher of a run: what it has not seen of the run's record
+    /// (after `after_seq`), then what is going on now (attempts running,
+    /// their steps so far, why the run waits), then, if the run is over,
+    /// its end.
+    pub(super) fn watch(&mut self, run_id: &str, after_seq: u64) -> Result<WatchStream, CoreError> {
+        let running: Vec<grpc::RunUpdate> = self
+            .leases
+            .values()
+            .filter(|l| l.run_id == run_id)
+            .map(|l| grpc::RunUpdate {
+                kind: Some(run_update::Kind::Started(grpc::AttemptStarted {
+                    case_id: l.case_id.clone(),
+                    attempt: l.attempt,
+                    device: Some(self.device_ref(&l.device)),
+                })),
+                seq: 0,
+            })
+            .collect();
+        let Some(run) = self.runs.get_mut(run_id) else { return Err(CoreError::NoRun(run_id.to_owned())) };
+        let missed: Vec<&grpc::RunUpdate> = run.log.iter().filter(|u| u.seq > after_seq).collect();
+        let (mut watcher, stream) = Watcher::new(missed.len() + running.len() + run.live_steps.len() + 2);
+        for update in missed {
+            watcher.send(update);
+        }
+        for update in &running {
+            watcher.send(update);
+        }
+        for step in &run.live_steps {
+            watcher.send(&grpc::RunUpdate { kind: Some(run_update::Kind::Step(step.clone())), seq: 0 });
+        }
+        if let Some(waiting) = &run.waiting {
+            watcher.send(&no_device(waiting, true));
+        }
+        match run.finished_update() {
+            // The stream ends with the run's end.
+            Some(end) => {
+                watcher.send(&end);
+            }
+            None => {
+                run.watchers.push(watcher);
+                run.unwatched_since = None;
+            }
+        }
+        Ok(stream)
+    }
+
+    /// Tells each run with attempts waiting whether some device could take
+    /// them, and if none can, why; the store keeps the reason for the
+    /// dashboard.
+    pub(super) async fn check_waiting(&mut self) {
+        use crate::waiting::{Availability, DeviceView, why_waiting};
+        let views: Vec<DeviceView<'_>> = self
+            .devices
+            .values()
+            .map(|d| {
+                let availability = if let Some(reason) = &d.quarantine {
+                    Availability::Quarantined(reason.clone())
+                } else if let Some(problem) = &d.mismatch {
+                    Availability::Mismatched(problem.clone())
+                } else if self.workers.get(&d.worker).is_none_or(|w| w.draining) {
+                    Availability::Draining
+                } else if d.info.state == grpc::DeviceState::Waiting as i32 {
+                    Availability::NoApp
+                } else if d.info.state == grpc::DeviceState::Disconnected as i32 {
+                    Availability::Disconnected
+                } else {
+                    Availability::Ready
+                };
+                DeviceView { id: &d.id, caps: &d.caps, availability }
+            })
+            .collect();
+        let waiting_runs: std::collections::HashSet<&str> = self.pending.iter().map(|p| p.run_id.as_str()).collect();
+        let verdicts: Vec<(String, Option<String>)> = self
+            .runs
+            .values()
+            .filter(|r| r.finished.is_none())
+            .map(|r| {
+                let why = if waiting_runs.contains(r.id.as_str()) { why_waiting(&r.selector, &views) } else { None };
+                (r.id.clone(), why)
+            })
+            .collect();
+        drop(views);
+        for (run_id, why) in verdicts {
+            let Some(run) = self.runs.get_mut(&run_id) else { continue };
+            let changed = run.waiting.as_ref().map(|w| &w.message) != why.as_ref();
+            if changed {
+                match (&why, run.waiting.take()) {
+                    (Some(message), previous) => {
+                        let since_ms = previous.map_or_else(now_ms, |p| p.since_ms);
+                        warn!(run = %run_id, reason = %message, "the run waits for devices");
+                        let waiting = Waiting { message: message.clone(), since_ms, stored: false };
+                        run.publish(no_device(&waiting, true));
+                        run.waiting = Some(waiting);
+                    }
+                    (None, Some(previous)) => {
+                        info!(run = %run_id, "the run has devices again");
+                        run.publish(no_device(&previous, false));
+                    }
+                    (None, None) => {}
+                }
+            }
+            let stored = run.waiting.as_ref().is_none_or(|w| w.stored);
+            if changed || !stored {
+                let message = run.waiting.as_ref().map(|w| w.message.clone());
+                match self.store.set_waiting(&run_id, message.as_deref()).await {
+                    Ok(()) => {
+                        if let Some(waiting) = self.runs.get_mut(&run_id).and_then(|r| r.waiting.as_mut()) {
+                            waiting.stored = true;
+                        }
+                    }
+                    Err(error) => warn!(%error, run = %run_id, "cannot record why a run waits; trying again"),
+                }
+            }
+        }
+    }
+
+    /// Cancels each run that no client has watched for the grace, unless it
+    /// was submitted detached: its CI job is gone, and nobody would read
+    /// its results.
+    pub(super) async fn cancel_unwatched(&mut self) {
+        let now = Instant::now();
+        let grace = self.config.client_grace;
+        let mut orphans = Vec::new();
+        for run in self.runs.values_mut().filter(|r| r.finished.is_none()) {
+            run.watchers.retain(|w| !w.is_closed());
+            if !run.watchers.is_empty() {
+                run.unwatched_since = None;
+                continue;
+            }
+            let since = *run.unwatched_since.get_or_insert(now);
+            if !run.detached && now.duration_since(since) >= grace {
+                orphans.push(run.id.clone());
+            }
+        }
+        for run_id in orphans {
+            let reason = format!(
+                "no client watched the run for {} s (submit with --detach to keep a run going without one)",
+                grace.as_secs()
+            );
+            warn!(run = %run_id, %reason, "run cancelled");
+            if let Err(error) = self.cancel(&run_id, &reason).await {
+                warn!(%error, run = %run_id, "cannot cancel an orphaned run; trying again");
+            }
+        }
+    }
+
+    pub(super) fn enqueue(&mut self, key: Key, avoid_device: Option<String>) {
+        let Some(run) = self.runs.get(&key.run) else { return };
+        let Some(case) = run.cases.get(&key.case) else { return };
+        self.pending.push(Pending {
+            run_id: key.run.clone(),
+            expected_ms: case.expected_ms,
+            ordinal: case.ordinal,
+            avoid_device,
+            key,
+        });
+    }
+
+    /// Takes up a run that is in the store: nothing here waits on it.
+    pub(super) fn adopt(
+        &mut self,
+        suite: crate::submit::CheckedSuite,
+        new_run: NewRun,
+        traceparent: &str,
+    ) -> grpc::SubmitResponse {
+        let id = new_run.id.clone();
+        let run = Run {
+            id: id.clone(),
+            selector: suite.selector,
+            retries: new_run.retries,
+            priority: new_run.priority,
+            config_json: new_run.config_json,
+            sources: new_run.files.into_iter().collect(),
+            cases: new_run
+                .cases
+                .iter()
+                .map(|c| {
+                    (
+                        c.case_id.clone(),
+                        Case { file: c.file.clone(), ordinal: c.ordinal, expected_ms: c.expected_ms, done: false },
+                    )
+                })
+                .collect(),
+            started_at: new_run.started_at,
+            watchers: Vec::new(),
+            detached: new_run.detached,
+            unwatched_since: Some(Instant::now()),
+            waiting: None,
+            lines: Vec::new(),
+            log: Vec::new(),
+            next_seq: 1,
+            live_steps: Vec::new(),
+            platform: None,
+            native: None,
+            finished: None,
+            span: tracing::info_span!(parent: None, "run", run = %id, project = %new_run.project),
+        };
+        argus_proto::trace::set_parent(&run.span, traceparent);
+        info!(run = %id, cases = run.cases.len(), selector = %run.selector.describe(), "run submitted");
+        let case_ids: Vec<String> = new_run.cases.into_iter().map(|c| c.case_id).collect();
+        self.runs.insert(id.clone(), run);
+        for case in &case_ids {
+            self.enqueue(Key { run: id.clone(), case: case.clone(), attempt: 1, try_no: 1 }, None);
+        }
+        self.dispatch_due = true;
+        grpc::SubmitResponse {
+            run_id: id.clone(),
+            case_ids,
+            dashboard_url: self.config.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
+        }
+    }
+
+    /// Ends a run whose every case has its final result: recorded first;
+    /// if the store fails, the sweep tries again and watchers wait.
+    pub(super) async fn finish_run_if_done(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get_mut(run_id) else { return };
+        if run.finished.is_some() || !run.cases.values().all(|c| c.done) {
+            return;
+        }
+        let finished_at = now_ms();
+        let manifest = RunManifest {
+            finished_at: Some(iso(finished_at)),
+            platform: run.platform.clone(),
+            native: run.native,
+            totals: Some(totals(&run.lines)),
+            ..RunManifest::started(iso(run.started_at))
+        };
+        let manifest_json = manifest_json(&manifest);
+        if let Err(error) = self.store.finish_run(run_id, finished_at, &manifest_json).await {
+            warn!(%error, run = run_id, "cannot record the end of a run; trying again");
+            return;
+        }
+        info!(run = run_id, "run finished");
+        run.finished = Some(manifest_json);
+        Self::close_run(run);
+    }
+
+    /// Tells a finished run's watchers, and lets them go.
+    pub(super) fn close_run(run: &mut Run) {
+        if let Some(end) = run.finished_update() {
+            for mut watcher in run.watchers.drain(..) {
+                watcher.send(&end);
+            }
+        }
+        run.waiting = None;
+        run.span = tracing::Span::none();
+    }
+
+    /// Ends a run where it stands, in one transaction: its open leases end,
+    /// its waiting attempts are dropped, and the run is recorded as cut
+    /// short (no `finishedAt`, no `totals`). Then the workers are told to
+    /// stop those attempts (their results would be refused) and the devices
+    /// are free. Nothing changes in memory unless the store took it.
+    pub(super) async fn cancel(&mut self, run_id: &str, reason: &str) -> Result<(), CoreError> {
+        let Some(run) = self.runs.get(run_id) else { return Err(CoreError::NoRun(run_id.to_owned())) };
+        if run.finished.is_some() {
+            return Ok(());
+        }
+        let manifest = manifest_json(&RunManifest::started(iso(run.started_at)));
+        self.store.cancel_run(run_id, reason, now_ms(), &manifest).await?;
+        self.pending.retain(|p| p.run_id != run_id);
+        self.unqueued.retain(|(key, _)| key.run != run_id);
+        let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();
+        for lease_id in leases {
+            let Some(lease) = self.leases.remove(&lease_id) else { continue };
+            lease.span.record("result", "cancelled");
+            if let Some(device) = self.devices.get_mut(&lease.device) {
+                device.lease = None;
+            }
+            if let Some(worker) = self.workers.get(&lease.worker) {
+                let cancel = grpc::Cancel { lease_id: lease_id.clone(), reason: reason.to_owned() };
+                let _ = worker.tx.try_send(Ok(message(coordinator_message::Kind::Cancel(cancel))));
+            }
+        }
+        info!(run = run_id, reason, "run cancelled");
+        let run = self.runs.get_mut(run_id).expect("checked above");
+        run.finished = Some(manifest);
+        Self::close_run(run);
+        self.dispatch_due = true;
+        Ok(())
+    }
+}
+
+pub(super) fn no_device(waiting: &Waiting, still: bool) -> grpc::RunUpdate {
+    grpc::RunUpdate {
+        kind: Some(run_update::Kind::NoDevice(grpc::NoDevice {
+            message: waiting.message.clone(),
+            waiting: still,
+            since_unix_ms: waiting.since_ms,
+        })),
+        seq: 0,
+    }
+}

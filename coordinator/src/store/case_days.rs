@@ -1,0 +1,149 @@
+//! The flaky-and-slow summary (`case_days`, migration 0005). What a run's
+//! attempts add to it is written when the run ends, in the transaction that
+//! ends it, so that the page reads a few rows per case and day of its
+//! window however many attempts the history holds. Runs that ended before
+//! the summary existed are counted when the store opens, by the same
+//! statements.
+
+use super::{FlakyCase, SlowCase, Store, StoreError};
+
+/// A day in epoch milliseconds: the summary's grain.
+pub const DAY_MS: i64 = 86_400_000;
+
+type Tx = sqlx::Transaction<'static, sqlx::Any>;
+
+/// Adds every run that has ended (`result` set) and is not counted yet to
+/// the summary, then marks them counted: each run is counted once, however
+/// often its end is recorded.
+const COUNT: &[&str] = &[
+    // Retries, passes and time, per case and day of each run.
+    "INSERT INTO case_days (project, case_id, day, retries, passed_on_retry, retried_runs, passes, passed_ms, \
+     max_passed_ms, flips) \
+     SELECT r.project, a.case_id, r.started_at / 86400000, \
+     CAST(SUM(CASE WHEN a.attempt > 1 AND a.infrastructure = 0 THEN 1 ELSE 0 END) AS BIGINT), \
+     CAST(SUM(CASE WHEN a.attempt > 1 AND a.infrastructure = 0 AND a.result = 'passed' THEN 1 ELSE 0 END) AS BIGINT), \
+     CAST(COUNT(DISTINCT CASE WHEN a.attempt > 1 AND a.infrastructure = 0 THEN a.run_id END) AS BIGINT), \
+     CAST(SUM(CASE WHEN a.result = 'passed' THEN 1 ELSE 0 END) AS BIGINT), \
+     CAST(COALESCE(SUM(CASE WHEN a.result = 'passed' THEN a.ms END), 0) AS BIGINT), \
+     CAST(COALESCE(MAX(CASE WHEN a.result = 'passed' THEN a.ms END), 0) AS BIGINT), 0 \
+     FROM attempts a JOIN runs r ON r.id = a.run_id \
+     WHERE r.counted = 0 AND r.result IS NOT NULL AND a.state = 'done' \
+     GROUP BY r.project, a.case_id, r.started_at / 86400000 \
+     ON CONFLICT (project, day, case_id) DO UPDATE SET \
+     retries = case_days.retries + excluded.retries, \
+     passed_on_retry = case_days.passed_on_retry + excluded.passed_on_retry, \
+     retried_runs = case_days.retried_runs + excluded.retried_runs, \
+     passes = case_days.passes + excluded.passes, \
+     passed_ms = case_days.passed_ms + excluded.passed_ms, \
+     max_passed_ms = CASE WHEN excluded.max_passed_ms > case_days.max_passed_ms \
+     THEN excluded.max_passed_ms ELSE case_days.max_passed_ms END",
+    // Flips: a final result that differs from the case's previous one in the
+    // project (among the runs counted now, in the order they started; before
+    // them, the last one counted).
+    "INSERT INTO case_days (project, case_id, day, flips) \
+     SELECT project, case_id, day, CAST(COUNT(*) AS BIGINT) FROM ( \
+     SELECT r.project, c.case_id, r.started_at / 86400000 AS day, c.final_result, \
+     COALESCE(LAG(c.final_result) OVER (PARTITION BY r.project, c.case_id ORDER BY r.started_at, r.id), \
+     l.final_result) AS previous \
+     FROM cases c JOIN runs r ON r.id = c.run_id \
+     LEFT JOIN case_last l ON l.project = r.project AND l.case_id = c.case_id \
+     WHERE r.counted = 0 AND r.result IS NOT NULL AND c.final_result IN ('passed', 'failed')) AS t \
+     WHERE previous <> final_result GROUP BY project, case_id, day \
+     ON CONFLICT (project, day, case_id) DO UPDATE SET flips = case_days.flips + excluded.flips",
+    "INSERT INTO case_last (project, case_id, final_result) \
+     SELECT project, case_id, final_result FROM ( \
+     SELECT r.project, c.case_id, c.final_result, ROW_NUMBER() OVER \
+     (PARTITION BY r.project, c.case_id ORDER BY r.started_at DESC, r.id DESC) AS n \
+     FROM cases c JOIN runs r ON r.id = c.run_id \
+     WHERE r.counted = 0 AND r.result IS NOT NULL AND c.final_result IN ('passed', 'failed')) AS t \
+     WHERE n = 1 \
+     ON CONFLICT (project, case_id) DO UPDATE SET final_result = excluded.final_result",
+    "UPDATE runs SET counted = 1 WHERE counted = 0 AND result IS NOT NULL",
+];
+
+/// Counts the runs that ended and are not counted yet (see [`COUNT`]).
+pub(super) async fn count_ended(tx: &mut Tx) -> Result<(), StoreError> {
+    for statement in COUNT {
+        sqlx::query(*statement).execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Counts, in one transaction, every run that ended without being
+    /// counted: those that ended before the summary existed, or were
+    /// written by hand.
+    pub async fn count_ended_runs(&self) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        count_ended(&mut tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Cases that cost retries in a project's runs that started on or after
+    /// the day of `since`, most first.
+    pub async fn flaky_cases(&self, project: &str, since: i64, limit: u32) -> Result<Vec<FlakyCase>, StoreError> {
+        Ok(sqlx::query_as::<_, FlakyCase>(
+            "SELECT case_id, CAST(SUM(retries) AS BIGINT) AS retries, \
+             CAST(SUM(passed_on_retry) AS BIGINT) AS passed_on_retry, CAST(SUM(retried_runs) AS BIGINT) AS runs \
+             FROM case_days WHERE project = $1 AND day >= $2 AND retries > 0 \
+             GROUP BY case_id ORDER BY retries DESC, case_id LIMIT $3",
+        )
+        .bind(project)
+        .bind(since.div_euclid(DAY_MS))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// How often each case's final result flipped between consecutive runs
+    /// of a project (passed, then failed, or back), in runs that started on
+    /// or after the day of `since`.
+    pub async fn flipping_cases(
+        &self,
+        project: &str,
+        since: i64,
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as::<_, (String, i64)>(
+            "SELECT case_id, CAST(SUM(flips) AS BIGINT) AS flips FROM case_days \
+             WHERE project = $1 AND day >= $2 AND flips > 0 \
+             GROUP BY case_id ORDER BY flips DESC, case_id LIMIT $3",
+        )
+        .bind(project)
+        .bind(since.div_euclid(DAY_MS))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The slowest passing cases of a project since the day of `since`, with
+    /// their mean time in the older and the newer half of the window (split
+    /// on a day's boundary).
+    pub async fn slow_cases(
+        &self,
+        project: &str,
+        since: i64,
+        now: i64,
+        limit: u32,
+    ) -> Result<Vec<SlowCase>, StoreError> {
+        let middle = (since + (now - since) / 2).div_euclid(DAY_MS);
+        Ok(sqlx::query_as::<_, SlowCase>(
+            "SELECT case_id, CAST(SUM(passes) AS BIGINT) AS attempts, \
+             CAST(SUM(passed_ms) AS DOUBLE PRECISION) / SUM(passes) AS mean_ms, \
+             CAST(MAX(max_passed_ms) AS BIGINT) AS max_ms, \
+             CAST(SUM(CASE WHEN day < $3 THEN passed_ms END) AS DOUBLE PRECISION) \
+             / SUM(CASE WHEN day < $3 THEN passes END) AS older_mean_ms, \
+             CAST(SUM(CASE WHEN day >= $3 THEN passed_ms END) AS DOUBLE PRECISION) \
+             / SUM(CASE WHEN day >= $3 THEN passes END) AS newer_mean_ms \
+             FROM case_days WHERE project = $1 AND day >= $2 AND passes > 0 \
+             GROUP BY case_id ORDER BY mean_ms DESC, case_id LIMIT $4",
+        )
+        .bind(project)
+        .bind(since.div_euclid(DAY_MS))
+        .bind(middle)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}
