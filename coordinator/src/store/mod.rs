@@ -137,6 +137,7 @@ impl Store {
     /// Creates database `name` on the Postgres server `admin_url` reaches,
     /// and answers its URL (for test suites and first installs).
     pub async fn create_database(admin_url: &str, name: &str) -> Result<String, StoreError> {
+        use backon::BackoffBuilder;
         use sqlx::Connection;
         install_default_drivers();
         if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -145,7 +146,22 @@ impl Store {
         let mut conn = sqlx::AnyConnection::connect(admin_url)
             .await
             .map_err(|source| StoreError::Connect { url: redact_url(admin_url), source })?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await?;
+        // CREATE DATABASE copies template1 and refuses while any other
+        // session is on it (55006): autovacuum visits it, and so do
+        // concurrent creates. That passes within moments.
+        let mut waits = backon::ConstantBuilder::default()
+            .with_delay(Duration::from_millis(200))
+            .with_max_times(25)
+            .build();
+        loop {
+            match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await {
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55006") => match waits.next() {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return Err(sqlx::Error::Database(e).into()),
+                },
+                other => break other.map(drop)?,
+            }
+        }
         conn.close().await?;
         let (base, query) = admin_url.split_once('?').unwrap_or((admin_url, ""));
         let base = base.rfind('/').map_or(base, |i| &base[..i]);
