@@ -362,6 +362,8 @@ impl Core {
             }
             if let Some(worker) = self.workers.get(&lease.worker) {
                 let cancel = grpc::Cancel { lease_id: lease_id.clone(), reason: reason.to_owned() };
+                // A worker 256 messages behind is frozen, and liveness takes
+                // it back; its lease is gone here, so a late result is refused.
                 let _ = worker.tx.try_send(Ok(message(coordinator_message::Kind::Cancel(cancel))));
             }
         }

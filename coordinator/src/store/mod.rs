@@ -149,10 +149,8 @@ impl Store {
         // CREATE DATABASE copies template1 and refuses while any other
         // session is on it (55006): autovacuum visits it, and so do
         // concurrent creates. That passes within moments.
-        let mut waits = backon::ConstantBuilder::default()
-            .with_delay(Duration::from_millis(200))
-            .with_max_times(25)
-            .build();
+        let mut waits =
+            backon::ConstantBuilder::default().with_delay(Duration::from_millis(200)).with_max_times(25).build();
         loop {
             match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await {
                 Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55006") => match waits.next() {
