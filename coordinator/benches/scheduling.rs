@@ -3,7 +3,7 @@
 //! cases on 50 and 500 devices, with estimates off by up to ±30 %, with and
 //! without history.
 //!
-//! - Argus: pull-based, longest expected first (`scheduler::next_for`).
+//! - Argus: pull-based, longest expected first (`scheduler::Queue::next_for`).
 //! - Static by count: the suite cut into equal shards in file order (most CI splits).
 //! - Static by duration: shards balanced on the estimates, longest first
 //!   (Flank, Firebase Test Lab).
@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use argus_coordinator::scheduler::{Capabilities, Pending, Selector, estimate, next_for};
+use argus_coordinator::scheduler::{Capabilities, Pending, Queue, Selector, estimate};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -38,22 +38,22 @@ fn suite(rng: &mut StdRng) -> Vec<i64> {
 
 fn argus(actual: &[i64], expected: &[i64], devices: usize) -> i64 {
     let selectors = HashMap::from([("run".to_owned(), Selector::default())]);
-    let mut pending: Vec<Pending<usize>> = (0..actual.len())
-        .map(|i| Pending {
+    let mut pending = Queue::default();
+    for i in 0..actual.len() {
+        pending.push(Pending {
             key: i,
             run_id: "run".into(),
             expected_ms: expected[i],
             ordinal: i as i64,
             avoid_device: None,
-        })
-        .collect();
+        });
+    }
     let caps = Capabilities { platform: "ios".into(), ..Default::default() };
     let mut free_at = vec![0i64; devices];
     while !pending.is_empty() {
         // The device that frees up first pulls the next attempt.
         let (device, now) = free_at.iter().enumerate().min_by_key(|(_, t)| **t).map(|(d, t)| (d, *t)).unwrap();
-        let index = next_for(&device.to_string(), &caps, &pending, &selectors, &HashMap::new()).unwrap();
-        let case = pending.swap_remove(index).key;
+        let case = pending.next_for(&device.to_string(), &caps, &selectors, &HashMap::new()).unwrap().key;
         free_at[device] = now + actual[case];
     }
     *free_at.iter().max().unwrap()

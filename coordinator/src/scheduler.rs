@@ -78,61 +78,105 @@ pub struct Share {
     pub running: usize,
 }
 
-/// The index in `pending` of the attempt `device` should run, if any.
-///
-/// One pass over `pending`: each run's selector is checked once, and the
-/// best attempt of each run is kept twice, among all its attempts and among
-/// those that do not ask to avoid this device (preferred when there are
-/// any). Then the run furthest below its share gives its best.
-pub fn next_for<K>(
-    device_id: &str,
-    caps: &Capabilities,
-    pending: &[Pending<K>],
-    selectors: &HashMap<String, Selector>,
-    shares: &HashMap<String, Share>,
-) -> Option<usize> {
-    let better = |a: usize, b: usize| {
-        let (a, b) = (&pending[a], &pending[b]);
-        a.expected_ms.cmp(&b.expected_ms).then_with(|| b.ordinal.cmp(&a.ordinal)) == std::cmp::Ordering::Greater
-    };
-    let mut runs_match: HashMap<&str, bool> = HashMap::new();
-    // Per run: its best attempt of all, and of those free to run here.
-    let mut best_any: HashMap<&str, usize> = HashMap::new();
-    let mut best_here: HashMap<&str, usize> = HashMap::new();
-    for (i, attempt) in pending.iter().enumerate() {
-        let run = attempt.run_id.as_str();
-        let matches =
-            *runs_match.entry(run).or_insert_with(|| selectors.get(run).is_some_and(|s| s.is_satisfied_by(caps)));
-        if !matches {
-            continue;
-        }
-        keep_best(&mut best_any, run, i, &better);
-        if attempt.avoid_device.as_deref() != Some(device_id) {
-            keep_best(&mut best_here, run, i, &better);
-        }
-    }
-    let candidates = if best_here.is_empty() { best_any } else { best_here };
-    // The run furthest below its share.
-    let load = |run: &str| {
-        let share = shares.get(run).copied().unwrap_or(Share { priority: 1, running: 0 });
-        share.running as f64 / f64::from(share.priority.max(1))
-    };
-    candidates
-        .into_iter()
-        .min_by(|(a, _), (b, _)| load(a).total_cmp(&load(b)).then_with(|| a.cmp(b)))
-        .map(|(_, index)| index)
+/// Pending attempts, each run's kept in the order it wants them run
+/// (longest expected first, then suite order): a device's next attempt is
+/// found at the head of each run's queue rather than by looking at every
+/// pending attempt, so a dispatch costs the number of runs, not of cases.
+#[derive(Debug)]
+pub struct Queue<K> {
+    runs: BTreeMap<String, BTreeMap<Rank, Pending<K>>>,
+    len: usize,
+    /// Tells apart attempts of equal rank (a case's retries), first queued first.
+    pushed: u64,
 }
 
-/// Keeps `index` as `run`'s best if it is better than the one kept.
-fn keep_best<'a>(
-    best: &mut HashMap<&'a str, usize>,
-    run: &'a str,
-    index: usize,
-    better: &impl Fn(usize, usize) -> bool,
-) {
-    let slot = best.entry(run).or_insert(index);
-    if better(index, *slot) {
-        *slot = index;
+/// Longest expected first, then the suite's order, then first queued.
+type Rank = (std::cmp::Reverse<i64>, i64, u64);
+
+impl<K> Default for Queue<K> {
+    fn default() -> Self {
+        Self { runs: BTreeMap::new(), len: 0, pushed: 0 }
+    }
+}
+
+impl<K> Queue<K> {
+    pub fn push(&mut self, attempt: Pending<K>) {
+        self.pushed += 1;
+        let rank = (std::cmp::Reverse(attempt.expected_ms), attempt.ordinal, self.pushed);
+        self.runs.entry(attempt.run_id.clone()).or_default().insert(rank, attempt);
+        self.len += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many attempts each run with any has waiting.
+    pub fn per_run(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.runs.iter().map(|(run, queue)| (run.as_str(), queue.len()))
+    }
+
+    /// Drops a run's attempts (it was cancelled or ended).
+    pub fn remove_run(&mut self, run_id: &str) {
+        if let Some(queue) = self.runs.remove(run_id) {
+            self.len -= queue.len();
+        }
+    }
+
+    /// Takes the attempt `device` should run, if any.
+    ///
+    /// Each run whose selector the device satisfies offers its best
+    /// attempt, preferring one that does not ask to avoid this device
+    /// (when any run has such an attempt, only those are offered); then the
+    /// run furthest below its share gives its offer, ties to the run id.
+    pub fn next_for(
+        &mut self,
+        device_id: &str,
+        caps: &Capabilities,
+        selectors: &HashMap<String, Selector>,
+        shares: &HashMap<String, Share>,
+    ) -> Option<Pending<K>> {
+        let load = |run: &str| {
+            let share = shares.get(run).copied().unwrap_or(Share { priority: 1, running: 0 });
+            share.running as f64 / f64::from(share.priority.max(1))
+        };
+        // (free to run here, load, run id, rank) of the best offer so far.
+        let mut best: Option<(bool, f64, &str, Rank)> = None;
+        for (run, queue) in &self.runs {
+            if !selectors.get(run).is_some_and(|s| s.is_satisfied_by(caps)) {
+                continue;
+            }
+            let here = queue.iter().find(|(_, p)| p.avoid_device.as_deref() != Some(device_id));
+            let Some((rank, free_here)) =
+                here.map(|(rank, _)| (*rank, true)).or_else(|| queue.keys().next().map(|rank| (*rank, false)))
+            else {
+                continue;
+            };
+            let offer = (free_here, load(run), run.as_str(), rank);
+            let wins = match &best {
+                None => true,
+                Some((b_free, b_load, b_run, _)) => {
+                    (free_here && !b_free)
+                        || (free_here == *b_free && offer.1.total_cmp(b_load).then_with(|| offer.2.cmp(b_run)).is_lt())
+                }
+            };
+            if wins {
+                best = Some(offer);
+            }
+        }
+        let (_, _, run, rank) = best?;
+        let run = run.to_owned();
+        let queue = self.runs.get_mut(&run)?;
+        let attempt = queue.remove(&rank)?;
+        if queue.is_empty() {
+            self.runs.remove(&run);
+        }
+        self.len -= 1;
+        Some(attempt)
     }
 }
 
@@ -187,53 +231,73 @@ mod tests {
         assert!(!Selector::default().is_satisfied_by(&device), "a quarantined device runs nothing");
     }
 
+    fn queue(attempts: impl IntoIterator<Item = Pending<String>>) -> Queue<String> {
+        let mut queue = Queue::default();
+        for attempt in attempts {
+            queue.push(attempt);
+        }
+        queue
+    }
+
+    fn next(queue: &mut Queue<String>, device: &str, selectors: &HashMap<String, Selector>) -> Option<String> {
+        queue.next_for(device, &caps("ios"), selectors, &HashMap::new()).map(|p| p.key)
+    }
+
     #[test]
     fn the_longest_expected_case_goes_first_ties_in_suite_order() {
         let selectors = HashMap::from([("r".to_owned(), Selector::default())]);
-        let queue = vec![pending("r", "a", 100, 0), pending("r", "b", 900, 1), pending("r", "c", 900, 2)];
-        let pick = next_for("d1", &caps("ios"), &queue, &selectors, &HashMap::new());
-        assert_eq!(pick, Some(1));
+        let mut queue = queue([pending("r", "a", 100, 0), pending("r", "c", 900, 2), pending("r", "b", 900, 1)]);
+        let order: Vec<Option<String>> = (0..4).map(|_| next(&mut queue, "d1", &selectors)).collect();
+        assert_eq!(order, [Some("r/b".into()), Some("r/c".into()), Some("r/a".into()), None]);
+        assert!(queue.is_empty());
     }
 
     #[test]
     fn nothing_for_a_device_no_run_can_use() {
         let selectors =
             HashMap::from([("r".to_owned(), Selector { platform: Some("android".into()), ..Default::default() })]);
-        let queue = vec![pending("r", "a", 100, 0)];
-        assert_eq!(next_for("d1", &caps("ios"), &queue, &selectors, &HashMap::new()), None);
+        let mut queue = queue([pending("r", "a", 100, 0)]);
+        assert_eq!(next(&mut queue, "d1", &selectors), None);
+        assert_eq!(queue.len(), 1, "the attempt stays queued");
+        let no_selector = HashMap::new();
+        assert_eq!(next(&mut queue, "d1", &no_selector), None, "a run the owner does not know runs nowhere");
     }
 
     #[test]
     fn runs_share_devices_by_priority() {
         let selectors =
             HashMap::from([("low".to_owned(), Selector::default()), ("high".to_owned(), Selector::default())]);
-        let queue: Vec<Pending<String>> = (0..20)
-            .flat_map(|i| [pending("low", &format!("l{i}"), 100, i), pending("high", &format!("h{i}"), 100, i)])
-            .collect();
+        let mut queue = queue(
+            (0..20).flat_map(|i| [pending("low", &format!("l{i}"), 100, i), pending("high", &format!("h{i}"), 100, i)]),
+        );
         let mut shares = HashMap::from([
             ("low".to_owned(), Share { priority: 1, running: 0 }),
             ("high".to_owned(), Share { priority: 3, running: 0 }),
         ]);
-        let mut queue = queue;
         // Eight devices free up one after another.
         for device in 0..8 {
-            let i = next_for(&format!("d{device}"), &caps("ios"), &queue, &selectors, &shares).unwrap();
-            let run = queue.remove(i).run_id;
+            let run = queue.next_for(&format!("d{device}"), &caps("ios"), &selectors, &shares).unwrap().run_id;
             shares.get_mut(&run).unwrap().running += 1;
         }
         assert_eq!((shares["high"].running, shares["low"].running), (6, 2));
+        assert_eq!(queue.per_run().collect::<Vec<_>>(), [("high", 14), ("low", 18)]);
+        queue.remove_run("high");
+        assert_eq!(queue.len(), 18);
     }
 
     #[test]
     fn a_retry_avoids_the_device_it_failed_on_while_there_is_other_work() {
-        let selectors = HashMap::from([("r".to_owned(), Selector::default())]);
+        let selectors = HashMap::from([("r".to_owned(), Selector::default()), ("s".to_owned(), Selector::default())]);
         let mut retry = pending("r", "flaky", 5_000, 0);
         retry.avoid_device = Some("d1".into());
-        let queue = vec![retry, pending("r", "b", 100, 1)];
-        assert_eq!(next_for("d1", &caps("ios"), &queue, &selectors, &HashMap::new()), Some(1));
-        assert_eq!(next_for("d2", &caps("ios"), &queue, &selectors, &HashMap::new()), Some(0));
-        let only_retry = vec![queue[0].clone()];
-        assert_eq!(next_for("d1", &caps("ios"), &only_retry, &selectors, &HashMap::new()), Some(0), "better than idle");
+        let attempts = [retry.clone(), pending("r", "b", 100, 1)];
+        assert_eq!(next(&mut queue(attempts.clone()), "d1", &selectors), Some("r/b".into()));
+        assert_eq!(next(&mut queue(attempts), "d2", &selectors), Some("r/flaky".into()));
+        // Another run's work comes before a retry that avoids this device…
+        let mut two_runs = queue([retry.clone(), pending("s", "x", 100, 0)]);
+        assert_eq!(next(&mut two_runs, "d1", &selectors), Some("s/x".into()));
+        // …but the retry is better than leaving the device idle.
+        assert_eq!(next(&mut queue([retry]), "d1", &selectors), Some("r/flaky".into()), "better than idle");
     }
 
     #[test]

@@ -310,8 +310,8 @@ impl Core {
     pub(super) fn snapshot(&self) -> Snapshot {
         let going = self.runs.values().filter(|r| r.finished.is_none());
         let mut queued: HashMap<&str, i64> = going.map(|r| (r.id.as_str(), 0)).collect();
-        for pending in &self.pending {
-            *queued.entry(pending.run_id.as_str()).or_default() += 1;
+        for (run, waiting) in self.pending.per_run() {
+            *queued.entry(run).or_default() += waiting as i64;
         }
         let mut devices: HashMap<String, i64> = HashMap::new();
         for device in self.devices.values() {

@@ -95,10 +95,9 @@ impl Core {
                 break;
             }
             let Some(caps) = self.devices.get(&device_id).map(|d| d.caps.clone()) else { continue };
-            let Some(index) = scheduler::next_for(&device_id, &caps, &self.pending, &selectors, &shares) else {
+            let Some(pending) = self.pending.next_for(&device_id, &caps, &selectors, &shares) else {
                 continue;
             };
-            let pending = self.pending.remove(index);
             match self.new_lease(&device_id, &pending.key) {
                 Ok(lease) => {
                     if let Some(share) = shares.get_mut(&pending.key.run) {
@@ -120,7 +119,9 @@ impl Core {
             Ok(granted) => granted,
             Err(error) => {
                 warn!(%error, leases = leases.len(), "cannot commit leases; their attempts stay queued");
-                self.pending.extend(planned.into_iter().map(|(pending, _)| pending));
+                for (pending, _) in planned {
+                    self.pending.push(pending);
+                }
                 // Tried again at the next sweep, if nothing comes sooner.
                 self.dispatch_due = true;
                 return;

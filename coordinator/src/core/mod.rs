@@ -19,7 +19,7 @@ use tracing::{info, warn};
 
 use crate::metrics::{Metrics, Snapshot};
 use crate::policy::{Next, Suspicion};
-use crate::scheduler::{self, Capabilities, Pending, Selector, Share};
+use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
 use crate::store::{
     AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
 };
@@ -304,7 +304,7 @@ struct Core {
     devices: HashMap<String, Device>,
     leases: HashMap<String, Lease>,
     runs: HashMap<String, Run>,
-    pending: Vec<Pending<Key>>,
+    pending: Queue<Key>,
     /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
     /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
@@ -362,7 +362,7 @@ pub async fn start(
         devices: HashMap::new(),
         leases: HashMap::new(),
         runs: HashMap::new(),
-        pending: Vec::new(),
+        pending: Queue::default(),
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),

@@ -162,7 +162,7 @@ impl Core {
                 DeviceView { id: &d.id, caps: &d.caps, availability }
             })
             .collect();
-        let waiting_runs: std::collections::HashSet<&str> = self.pending.iter().map(|p| p.run_id.as_str()).collect();
+        let waiting_runs: std::collections::HashSet<&str> = self.pending.per_run().map(|(run, _)| run).collect();
         let verdicts: Vec<(String, Option<String>)> = self
             .runs
             .values()
@@ -351,7 +351,7 @@ impl Core {
         }
         let manifest = manifest_json(&RunManifest::started(iso(run.started_at)));
         self.store.cancel_run(run_id, reason, now_ms(), &manifest).await?;
-        self.pending.retain(|p| p.run_id != run_id);
+        self.pending.remove_run(run_id);
         self.unqueued.retain(|(key, _)| key.run != run_id);
         let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();
         for lease_id in leases {
