@@ -91,18 +91,22 @@ pub fn parse_case(text: &str, file: &str) -> Result<Vec<Case>, CaseError> {
         .collect()
 }
 
-/// Parts of one file already parsed, by their text and first line.
+/// Parts of one file already parsed: per first line, the last text parsed
+/// there. A part no `{{matrix.…}}` touches is the same text in every
+/// combination and is found again by one comparison, without copying or
+/// hashing it; a part that differs is parsed anew.
 #[derive(Default)]
-struct Parsed(std::collections::HashMap<(usize, String), Node>);
+struct Parsed(std::collections::HashMap<usize, (String, Node)>);
 
 impl Parsed {
     fn get(&mut self, text: &str, file: &str, first_line: usize) -> Result<Node, CaseError> {
-        let key = (first_line, text.to_owned());
-        if let Some(node) = self.0.get(&key) {
+        if let Some((seen, node)) = self.0.get(&first_line)
+            && seen == text
+        {
             return Ok(node.clone());
         }
         let node = parse_yaml(text, file, first_line)?;
-        self.0.insert(key, node.clone());
+        self.0.insert(first_line, (text.to_owned(), node.clone()));
         Ok(node)
     }
 }

@@ -15,6 +15,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
@@ -97,7 +98,9 @@ impl Agent {
         info!(%url, "agent dialing");
         let mut backoff = Backoff::new(self.config.reconnect_max, Instant::now());
         loop {
-            let dial = tokio_tungstenite::connect_async_with_config(url.as_str(), None, true);
+            // A small read buffer: tungstenite zeroes it before each read.
+            let config = WebSocketConfig::default().read_buffer_size(16 * 1024);
+            let dial = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true);
             let dialed = tokio::select! {
                 _ = cancel.cancelled() => return,
                 dialed = dial => dialed,
