@@ -39,11 +39,11 @@ fn suite(rng: &mut StdRng) -> Vec<i64> {
 fn argus(actual: &[i64], expected: &[i64], devices: usize) -> i64 {
     let selectors = HashMap::from([("run".to_owned(), Selector::default())]);
     let mut pending = Queue::default();
-    for i in 0..actual.len() {
+    for (i, &expected_ms) in expected.iter().enumerate() {
         pending.push(Pending {
             key: i,
             run_id: "run".into(),
-            expected_ms: expected[i],
+            expected_ms,
             ordinal: i as i64,
             avoid_device: None,
         });
