@@ -50,45 +50,97 @@ impl Case {
 
 /// Parses one case file into its cases: one, or one per matrix combination.
 pub fn parse_case(text: &str, file: &str) -> Result<Vec<Case>, CaseError> {
-    if text.len() > MAX_CASE_BYTES {
-        return Err(CaseError::new(file, None, format!("{} bytes; a case file may have {MAX_CASE_BYTES}", text.len())));
+    CaseFile::parse(text, file)?.cases()
+}
+
+/// A case file read and checked up to its matrix: its cases' ids are known,
+/// and each case is built when asked for, so a worker that runs one
+/// combination of a 200-case matrix builds that one, not all 200.
+pub struct CaseFile {
+    file: String,
+    /// Normalised ([`normalise`]).
+    text: String,
+    /// Each case's id and its matrix values (none without a matrix).
+    combinations: Vec<(String, Vec<(String, Value)>)>,
+    parsed: std::sync::Mutex<Parsed>,
+}
+
+impl CaseFile {
+    pub fn parse(text: &str, file: &str) -> Result<Self, CaseError> {
+        if text.len() > MAX_CASE_BYTES {
+            return Err(CaseError::new(
+                file,
+                None,
+                format!("{} bytes; a case file may have {MAX_CASE_BYTES}", text.len()),
+            ));
+        }
+        let text = normalise(text);
+        let (front, _) = split(&text, file)?;
+        let frontmatter = parse_yaml(front, file, 2)?;
+        let base_id = match frontmatter.value.get("id") {
+            Some(Value::String(id)) => id.clone(),
+            _ => stem(file),
+        };
+        let matrix = match frontmatter.value.get("matrix") {
+            Some(Value::Object(m)) if !m.is_empty() => Some(m.clone()),
+            _ => None,
+        };
+        let combinations = match matrix {
+            None => {
+                check_no_matrix_refs(&text, file, &Map::new())?;
+                vec![(base_id, Vec::new())]
+            }
+            Some(matrix) => {
+                let combinations = combinations(&matrix);
+                if combinations.len() > MAX_MATRIX_CASES {
+                    let line = frontmatter.get("matrix").map(|n| n.line);
+                    return Err(CaseError::new(
+                        file,
+                        line,
+                        format!("its matrix expands to {} cases; the limit is {MAX_MATRIX_CASES}", combinations.len()),
+                    ));
+                }
+                check_no_matrix_refs(&text, file, &matrix)?;
+                combinations
+                    .into_iter()
+                    .map(|combination| {
+                        let suffix: Vec<String> =
+                            combination.iter().map(|(k, v)| format!("{k}={}", js_string(v))).collect();
+                        (format!("{base_id}[{}]", suffix.join(",")), combination)
+                    })
+                    .collect()
+            }
+        };
+        Ok(Self { file: file.to_owned(), text, combinations, parsed: Default::default() })
     }
-    let text = normalise(text);
-    let (front, _) = split(&text, file)?;
-    let frontmatter = parse_yaml(front, file, 2)?;
-    let base_id = match frontmatter.value.get("id") {
-        Some(Value::String(id)) => id.clone(),
-        _ => stem(file),
-    };
-    let matrix = match frontmatter.value.get("matrix") {
-        Some(Value::Object(m)) if !m.is_empty() => Some(m.clone()),
-        _ => None,
-    };
-    let Some(matrix) = matrix else {
-        check_no_matrix_refs(&text, file, &Map::new())?;
-        return Ok(vec![build(&text, file, base_id)?]);
-    };
-    let combinations = combinations(&matrix);
-    if combinations.len() > MAX_MATRIX_CASES {
-        let line = frontmatter.get("matrix").map(|n| n.line);
-        return Err(CaseError::new(
-            file,
-            line,
-            format!("its matrix expands to {} cases; the limit is {MAX_MATRIX_CASES}", combinations.len()),
-        ));
+
+    /// Its cases' ids, in the file's order.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.combinations.iter().map(|(id, _)| id.as_str())
     }
-    check_no_matrix_refs(&text, file, &matrix)?;
-    // The frontmatter, or the body, that no `{{matrix.…}}` touches is the
-    // same text in every combination: parsed once, not once per case.
-    let mut parsed = Parsed::default();
-    combinations
-        .into_iter()
-        .map(|combination| {
-            let substituted = substitute(&text, &combination);
-            let suffix: Vec<String> = combination.iter().map(|(k, v)| format!("{k}={}", js_string(v))).collect();
-            build_with(&substituted, file, format!("{base_id}[{}]", suffix.join(",")), &mut parsed)
-        })
-        .collect()
+
+    /// Every case of the file.
+    pub fn cases(&self) -> Result<Vec<Case>, CaseError> {
+        (0..self.combinations.len()).map(|i| self.build(i)).collect()
+    }
+
+    /// The case `id`, or `None` when the file has no such case.
+    pub fn case(&self, id: &str) -> Option<Result<Case, CaseError>> {
+        let index = self.combinations.iter().position(|(own, _)| own == id)?;
+        Some(self.build(index))
+    }
+
+    fn build(&self, index: usize) -> Result<Case, CaseError> {
+        let (id, combination) = &self.combinations[index];
+        // The frontmatter, or the body, that no `{{matrix.…}}` touches is
+        // the same text in every combination: parsed once, not once per case.
+        let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
+        if combination.is_empty() {
+            return build_with(&self.text, &self.file, id.clone(), &mut parsed);
+        }
+        let substituted = substitute(&self.text, combination);
+        build_with(&substituted, &self.file, id.clone(), &mut parsed)
+    }
 }
 
 /// Parts of one file already parsed: per first line, the last text parsed
@@ -144,10 +196,6 @@ fn parse_yaml(text: &str, file: &str, first_line: usize) -> Result<Node, CaseErr
 fn stem(file: &str) -> String {
     let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
     name.strip_suffix(".md").unwrap_or(name).to_owned()
-}
-
-fn build(text: &str, file: &str, id: String) -> Result<Case, CaseError> {
-    build_with(text, file, id, &mut Parsed::default())
 }
 
 fn build_with(text: &str, file: &str, id: String, parsed: &mut Parsed) -> Result<Case, CaseError> {
@@ -300,6 +348,20 @@ mod tests {
     use serde_json::json;
 
     const GIFT: &str = "---\nid: gift\ntitle: \"A gift shows up\"\n---\nsetup:\n  - create_user: { as: u, name: \"Ana\" }\nsteps:\n  - app.press: \"#open\"\n  - app.back\n  - assert: { user: u, path: score, equals: 25 }\nexpected: |\n  The score is 25.\n";
+
+    #[test]
+    fn one_case_of_a_matrix_is_built_alone_and_equals_the_expanded_one() {
+        let text =
+            "---\nid: m\nmatrix: { n: [1, 2, 3] }\n---\nsteps:\n  - app.type: { testId: q, text: \"{{matrix.n}}\" }\n";
+        let file = CaseFile::parse(text, "m.md").unwrap();
+        assert_eq!(file.ids().collect::<Vec<_>>(), ["m[n=1]", "m[n=2]", "m[n=3]"]);
+        let all = parse_case(text, "m.md").unwrap();
+        assert_eq!(file.case("m[n=2]").unwrap().unwrap(), all[1]);
+        assert_eq!(all[1].steps[0].value["text"], "2");
+        assert!(file.case("m[n=4]").is_none());
+        let plain = CaseFile::parse("---\nid: p\n---\nsteps: []\n", "p.md").unwrap();
+        assert_eq!(plain.case("p").unwrap().unwrap().id, "p");
+    }
 
     #[test]
     fn the_format_parse_vector() {

@@ -13,4 +13,4 @@ pub mod yaml;
 
 pub use config::CasesConfig;
 pub use error::CaseError;
-pub use format::{Case, Step, parse_case};
+pub use format::{Case, CaseFile, Step, parse_case};

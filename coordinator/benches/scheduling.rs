@@ -40,13 +40,7 @@ fn argus(actual: &[i64], expected: &[i64], devices: usize) -> i64 {
     let selectors = HashMap::from([("run".to_owned(), Selector::default())]);
     let mut pending = Queue::default();
     for (i, &expected_ms) in expected.iter().enumerate() {
-        pending.push(Pending {
-            key: i,
-            run_id: "run".into(),
-            expected_ms,
-            ordinal: i as i64,
-            avoid_device: None,
-        });
+        pending.push(Pending { key: i, run_id: "run".into(), expected_ms, ordinal: i as i64, avoid_device: None });
     }
     let caps = Capabilities { platform: "ios".into(), ..Default::default() };
     let mut free_at = vec![0i64; devices];

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use argus_cases::runner::{RunContext, run_attempt_with};
-use argus_cases::{Case, CasesConfig, parse_case};
+use argus_cases::{Case, CaseFile, CasesConfig};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
 use argus_proto::run::StepStatus;
@@ -441,15 +441,16 @@ async fn link(
 /// Errors that mean the device, not the case, failed.
 const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call", "Agent server closed"];
 
-/// Case files parsed once per run: every lease of a file carries its text,
-/// and a matrix of hundreds of cases must not be expanded for each one (nor
-/// by each of the first leases that arrive together).
+/// Case files read once per run: every lease of a file carries its text,
+/// and a matrix of hundreds of cases must not be read again for each one
+/// (nor by each of the first leases that arrive together). Each lease
+/// builds its own case only.
 #[derive(Default)]
 struct ParsedFiles(Mutex<HashMap<RunFile, Arc<ParsedFile>>>);
 
 /// A run's id and a case file's path.
 type RunFile = (String, String);
-type ParsedFile = tokio::sync::OnceCell<Result<Vec<Case>, String>>;
+type ParsedFile = tokio::sync::OnceCell<Result<CaseFile, String>>;
 
 impl ParsedFiles {
     /// Files kept; beyond it the cache starts over.
@@ -464,15 +465,14 @@ impl ParsedFiles {
             files.entry((lease.run_id.clone(), lease.case_file.clone())).or_default().clone()
         };
         let parsed = cell
-            .get_or_init(|| async { parse_case(&lease.case_source, &lease.case_file).map_err(|e| e.to_string()) })
+            .get_or_init(|| async { CaseFile::parse(&lease.case_source, &lease.case_file).map_err(|e| e.to_string()) })
             .await;
         parsed
             .as_ref()
             .map_err(Clone::clone)?
-            .iter()
-            .find(|c| c.id == lease.case_id)
-            .cloned()
-            .ok_or_else(|| format!("{}: no case {} in it", lease.case_file, lease.case_id))
+            .case(&lease.case_id)
+            .ok_or_else(|| format!("{}: no case {} in it", lease.case_file, lease.case_id))?
+            .map_err(|e| e.to_string())
     }
 }
 
