@@ -135,11 +135,12 @@ impl CaseFile {
         // The frontmatter, or the body, that no `{{matrix.…}}` touches is
         // the same text in every combination: parsed once, not once per case.
         let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
-        if combination.is_empty() {
-            return build_with(&self.text, &self.file, id.clone(), &mut parsed);
-        }
-        let substituted = substitute(&self.text, combination);
-        build_with(&substituted, &self.file, id.clone(), &mut parsed)
+        let text = if combination.is_empty() {
+            std::borrow::Cow::Borrowed(self.text.as_str())
+        } else {
+            std::borrow::Cow::Owned(substitute(&self.text, combination))
+        };
+        build_with(&text, &self.file, id.clone(), &mut parsed)
     }
 }
 
