@@ -91,6 +91,18 @@ impl CaseFile {
                 vec![(base_id, Vec::new())]
             }
             Some(matrix) => {
+                // lynkeus would expand an empty list to no case at all: the
+                // file would vanish from the run without a word.
+                if let Some((key, _)) = matrix.iter().find(|(_, v)| v.as_array().is_some_and(Vec::is_empty)) {
+                    let line = frontmatter.get("matrix").and_then(|m| m.get(key)).map(|n| n.line);
+                    return Err(CaseError::new(
+                        file,
+                        line,
+                        format!(
+                            "matrix.{key} is an empty list: the file would expand to no case; give it a value or drop the key"
+                        ),
+                    ));
+                }
                 let combinations = combinations(&matrix);
                 if combinations.len() > MAX_MATRIX_CASES {
                     let line = frontmatter.get("matrix").map(|n| n.line);
@@ -450,6 +462,17 @@ mod tests {
         let err =
             parse_case("---\nid: m\nmatrix: { a: [1] }\n---\nsteps:\n  - x: \"{{matrix.b}}\"\n", "m.md").unwrap_err();
         assert_eq!(err.to_string(), "m.md:6: {{matrix.b}} is not in its matrix");
+        let err = parse_case("---\nid: m\nmatrix:\n  a: [1]\n  user: []\n---\nsteps: []\n", "m.md").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "m.md:5: matrix.user is an empty list: the file would expand to no case; give it a value or drop the key"
+        );
+        let ids = |text: &str| parse_case(text, "m.md").unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids("---\nid: m\nmatrix: { flag: [1.0, 1e3, 0.5], on: [true] }\n---\nsteps: []\n"),
+            ["m[flag=1,on=true]", "m[flag=1000,on=true]", "m[flag=0.5,on=true]"]
+        );
+        assert_eq!(ids("---\nid: m\nmatrix: { b: [x], 2: [y], 1: [z] }\n---\nsteps: []\n"), ["m[1=z,2=y,b=x]"]);
         let err = parse_case("---\nid: m\n---\nsteps:\n  - x: \"{{matrix.b}}\"\n", "m.md").unwrap_err();
         assert_eq!(err.to_string(), "m.md:5: {{matrix.b}} is not in its matrix");
         let values: Vec<String> = (0..20).map(|n| n.to_string()).collect();

@@ -199,8 +199,9 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
                 ),
             ));
         }
-        if let Some(problem) =
-            target_problem(&step.verb, &step.value).or_else(|| argument_problem(&step.verb, &step.value))
+        if let Some(problem) = target_problem(&step.verb, &step.value)
+            .or_else(|| argument_problem(&step.verb, &step.value))
+            .or_else(|| type_problem(&step.verb, &step.value))
         {
             errors.push(CaseError::new(&case.file, Some(step.line), problem));
         }
@@ -257,6 +258,76 @@ fn argument_problem(verb: &str, value: &serde_json::Value) -> Option<String> {
     let unknown: Vec<&String> = map.keys().filter(|k| !keys.contains(&k.as_str())).collect();
     let first = unknown.first()?;
     Some(format!("{verb} has no {first} (it takes {})", keys.join(", ")))
+}
+
+/// What an `app.*` argument must hold for the runner to read it.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A duration: a number, or a string of one, ≥ 0.
+    Ms,
+    /// A whole number ≥ 0.
+    Count,
+    Number,
+    Flag,
+    /// A string (an element, a route, a name).
+    Name,
+    /// What `app.type` types: a string, or a number or boolean as `String()` writes it.
+    Text,
+}
+
+fn kind_of(key: &str) -> Option<Kind> {
+    Some(match key {
+        "timeoutMs" | "quietMs" | "holdMs" | "hold" | "durationMs" | "advanceMs" => Kind::Ms,
+        "nth" | "status" => Kind::Count,
+        "distance" => Kind::Number,
+        "optional" | "submit" | "clear" | "paste" | "scroll" | "gone" | "absent" | "freeze" | "reset" => Kind::Flag,
+        "target" | "testId" | "within" | "route" | "url" | "flow" | "direction" | "from" | "to" | "what" => Kind::Name,
+        "text" => Kind::Text,
+        _ => return None,
+    })
+}
+
+/// An argument of the wrong type (`timeoutMs: "ten"`), or `app.type` with
+/// nothing to type: refused here rather than ignored or failed on a device.
+/// A `{{…}}` reference is only known when the step runs.
+fn type_problem(verb: &str, value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let no_text = match value {
+        Value::Null => true,
+        Value::Object(map) => !map.contains_key("text"),
+        _ => false,
+    };
+    if verb == "app.type" && no_text {
+        return Some(format!("{verb} needs a text: `{verb}: \"words\"` or `{verb}: {{text: \"words\", testId: …}}`"));
+    }
+    let map = value.as_object()?;
+    map.iter().find_map(|(key, arg)| {
+        let kind = kind_of(key)?;
+        if let Value::String(s) = arg
+            && s.contains("{{")
+        {
+            return None;
+        }
+        let fits = match (kind, arg) {
+            (Kind::Ms, Value::Number(n)) => n.as_f64().is_some_and(|f| f >= 0.0),
+            (Kind::Ms, Value::String(s)) => s.trim().parse::<u64>().is_ok(),
+            (Kind::Count, Value::Number(n)) => n.is_u64(),
+            (Kind::Number, Value::Number(_)) => true,
+            (Kind::Flag, Value::Bool(_)) => true,
+            (Kind::Name, Value::String(_)) => true,
+            (Kind::Text, Value::String(_) | Value::Number(_) | Value::Bool(_)) => true,
+            _ => false,
+        };
+        let wanted = match kind {
+            Kind::Ms => "a number of milliseconds",
+            Kind::Count => "a whole number",
+            Kind::Number => "a number",
+            Kind::Flag => "true or false",
+            Kind::Name => "a string",
+            Kind::Text => "a string",
+        };
+        (!fits).then(|| format!("{verb} {key} must be {wanted}, not {arg}"))
+    })
 }
 
 /// Steps that name an element must name it as a string or a mapping with
@@ -326,6 +397,42 @@ mod tests {
         assert_eq!(
             errors("cases/big.md", &big),
             [format!("cases/big.md: {} bytes; a case file may have {MAX_FILE_BYTES}", big.len())]
+        );
+    }
+
+    #[test]
+    fn wrongly_typed_arguments_are_refused_at_check_time() {
+        let config = CasesConfig::defaults(Path::new("."));
+        let errors = |steps: &str| -> Vec<String> {
+            let text = format!("---\nid: x\n---\nsteps:\n{steps}");
+            match check_sources(&[("cases/x.md".into(), text)], &config, "cases") {
+                Ok(_) => Vec::new(),
+                Err(errors) => errors.iter().map(ToString::to_string).collect(),
+            }
+        };
+        assert_eq!(
+            errors("  - app.type: {}\n"),
+            ["cases/x.md:5: app.type needs a text: `app.type: \"words\"` or `app.type: {text: \"words\", testId: …}`"]
+        );
+        assert_eq!(
+            errors("  - app.see: { text: Hi, timeoutMs: ten }\n"),
+            ["cases/x.md:5: app.see timeoutMs must be a number of milliseconds, not \"ten\""]
+        );
+        assert_eq!(
+            errors("  - app.press: { testId: like, optional: yes }\n"),
+            ["cases/x.md:5: app.press optional must be true or false, not \"yes\""]
+        );
+        assert_eq!(
+            errors("  - app.press: { testId: [a] }\n"),
+            ["cases/x.md:5: app.press testId must be a string, not [\"a\"]"]
+        );
+        assert_eq!(
+            errors("  - app.see: { text: Hi, nth: 1.5 }\n"),
+            ["cases/x.md:5: app.see nth must be a whole number, not 1.5"]
+        );
+        assert!(
+            errors("  - app.type: { text: 42, testId: q }\n  - app.see: { text: Hi, timeoutMs: \"{{cfg.ms}}\" }\n  - app.idle: { quietMs: \"300\" }\n")
+                .is_empty()
         );
     }
 

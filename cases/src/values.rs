@@ -16,27 +16,113 @@ pub fn js_string(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Null => "null".to_owned(),
+        Value::Number(n) => js_number(n),
         Value::Array(items) => {
             items.iter().map(|v| if v.is_null() { String::new() } else { js_string(v) }).collect::<Vec<_>>().join(",")
         }
         Value::Object(_) => "[object Object]".to_owned(),
-        other => other.to_string(),
+        Value::Bool(b) => b.to_string(),
     }
 }
 
-/// `RunStep.step`: the verb, then the value before interpolation.
+/// `JSON.stringify(value)`: JSON with numbers as JavaScript writes them
+/// (`1000`, not `1000.0`; `1e+21`, not `1e21`).
+pub fn js_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_js_json(value, &mut out);
+    out
+}
+
+fn write_js_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Number(n) => out.push_str(&js_number(n)),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_js_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_js_json(item, out);
+            }
+            out.push('}');
+        }
+        // Strings, booleans and null are written as serde_json writes them,
+        // which escapes the same characters JSON.stringify does.
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// `Number.prototype.toString()` (ECMA-262 Number::toString, radix 10): the
+/// shortest digits that read back as the same double, without a fraction
+/// for an integer, in exponent form below 1e-6 and from 1e21.
+pub fn js_number(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let x = n.as_f64().unwrap_or(f64::NAN);
+    if x.is_nan() {
+        return "NaN".to_owned();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
+    if x == 0.0 {
+        return "0".to_owned();
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    // `{:e}` gives the shortest round-trip digits: `d.ddde±x`.
+    let formatted = format!("{:e}", x.abs());
+    let (mantissa, exponent) = formatted.split_once('e').unwrap_or((&formatted, "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let k = digits.len() as i32;
+    // The value is 0.digits × 10^n.
+    let n = exponent.parse::<i32>().unwrap_or(0) + 1;
+    let body = if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let e = n - 1;
+        let e = if e < 0 { format!("-{}", -e) } else { format!("+{e}") };
+        if k == 1 { format!("{digits}e{e}") } else { format!("{}.{}e{e}", &digits[..1], &digits[1..]) }
+    };
+    format!("{sign}{body}")
+}
+
+/// `RunStep.step`: the verb, then the value before interpolation, as the
+/// lynkeus runner's `label()` writes it: an object or a list (its indexes as
+/// keys) as `k: v` pairs, nested values as JSON, anything else as `String()`.
+/// An empty object or list leaves the space after the verb, as lynkeus does.
 pub fn label(step: &Step) -> String {
+    fn pair(key: &str, value: &Value) -> String {
+        match value {
+            Value::Object(_) | Value::Array(_) | Value::Null => format!("{key}: {}", js_json(value)),
+            other => format!("{key}: {}", js_string(other)),
+        }
+    }
     let text = match &step.value {
         Value::Null => step.verb.clone(),
         Value::Object(map) => {
-            let parts: Vec<String> = map
-                .iter()
-                .map(|(k, v)| match v {
-                    Value::Object(_) | Value::Array(_) => format!("{k}: {v}"),
-                    other => format!("{k}: {}", js_string(other)),
-                })
-                .collect();
-            if parts.is_empty() { step.verb.clone() } else { format!("{} {}", step.verb, parts.join(", ")) }
+            let parts: Vec<String> = map.iter().map(|(k, v)| pair(k, v)).collect();
+            format!("{} {}", step.verb, parts.join(", "))
+        }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().enumerate().map(|(i, v)| pair(&i.to_string(), v)).collect();
+            format!("{} {}", step.verb, parts.join(", "))
         }
         other => format!("{} {}", step.verb, js_string(other)),
     };
@@ -162,7 +248,7 @@ fn interpolate_text(text: &str, scope: &dyn Scope) -> Result<Value, String> {
         out.push_str(&text[last..start]);
         match resolve(name, path, scope)? {
             Value::String(s) => out.push_str(&s),
-            other @ (Value::Object(_) | Value::Array(_)) => out.push_str(&other.to_string()),
+            other @ (Value::Object(_) | Value::Array(_)) => out.push_str(&js_json(&other)),
             other => out.push_str(&js_string(&other)),
         }
         last = end;
@@ -252,6 +338,43 @@ mod tests {
         for (step, expected) in cases {
             assert_eq!(label(&step), expected);
         }
+    }
+
+    #[test]
+    fn labels_follow_javascripts_object_and_string_rules() {
+        let cases = [
+            (step("app.screen", json!({})), "app.screen "),
+            (step("pick", json!(["a", "b"])), "pick 0: a, 1: b"),
+            (step("pick", json!([])), "pick "),
+            (
+                step("seed", json!({"n": 2.5, "big": 1e21, "tiny": 1e-7, "list": [1.5, null]})),
+                "seed n: 2.5, big: 1e+21, tiny: 1e-7, list: [1.5,null]",
+            ),
+            (step("seed", json!({"none": null, "on": true})), "seed none: null, on: true"),
+            (step("app.wait", json!(1e3)), "app.wait 1000"),
+            (step("app.wait", json!(0.000001)), "app.wait 0.000001"),
+            (step("app.wait", json!(-0.5)), "app.wait -0.5"),
+        ];
+        for (step, expected) in cases {
+            assert_eq!(label(&step), expected);
+        }
+    }
+
+    #[test]
+    fn numbers_print_as_javascript_prints_them() {
+        let n = |x: f64| js_number(&serde_json::Number::from_f64(x).unwrap());
+        assert_eq!(n(1.0), "1");
+        assert_eq!(n(1e3), "1000");
+        assert_eq!(n(123456789012345680000.0), "123456789012345680000");
+        assert_eq!(n(1e21), "1e+21");
+        assert_eq!(n(1.5e22), "1.5e+22");
+        assert_eq!(n(0.1), "0.1");
+        assert_eq!(n(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(n(1e-6), "0.000001");
+        assert_eq!(n(1.25e-7), "1.25e-7");
+        assert_eq!(n(-0.0), "0");
+        assert_eq!(n(-2.5), "-2.5");
+        assert_eq!(js_json(&json!({"a": [1.0, "x\"y"], "b": 1e300})), "{\"a\":[1,\"x\\\"y\"],\"b\":1e+300}");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use serde_json::{Map, Number, Value};
 
+use crate::values::js_string;
+
 /// A YAML node converted to JSON, with the 1-based line it starts on and,
 /// for sequences and mappings, its children's positions.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,25 +50,43 @@ fn convert(node: &MarkedYaml<'_>) -> Result<Node, SyntaxError> {
             Ok(Node { line, value, children })
         }
         YamlData::Mapping(entries) => {
-            let mut map = Map::new();
-            let mut children = Vec::with_capacity(entries.len());
+            let mut pairs: Vec<(String, Node)> = Vec::with_capacity(entries.len());
             for (key, value) in entries {
-                let key = match convert(key)?.value {
+                let key_node = convert(key)?;
+                let key = match key_node.value {
                     Value::String(s) => s,
-                    Value::Null => "null".to_owned(),
-                    other @ (Value::Bool(_) | Value::Number(_)) => other.to_string(),
+                    other @ (Value::Null | Value::Bool(_) | Value::Number(_)) => js_string(&other),
                     other => return Err(bad(format!("a mapping key must be a scalar, not {other}"))),
                 };
-                let value = convert(value)?;
-                map.insert(key, value.value.clone());
-                children.push(value);
+                if pairs.iter().any(|(k, _)| *k == key) {
+                    let message = format!("the key {key:?} appears twice in one mapping");
+                    return Err(SyntaxError { line: key_node.line, message });
+                }
+                pairs.push((key, convert(value)?));
             }
+            // A JavaScript object lists integer-like keys first, in numeric
+            // order, then the others as written; lynkeus reads the file into
+            // one, so labels, ids and matrix order follow that order.
+            let index_of = |key: &str| array_index(key);
+            pairs.sort_by_key(|(key, _)| index_of(key).map_or((1, 0), |i| (0, i)));
+            let map: Map<String, Value> = pairs.iter().map(|(k, node)| (k.clone(), node.value.clone())).collect();
+            let children = pairs.into_iter().map(|(_, node)| node).collect();
             Ok(Node { line, value: Value::Object(map), children })
         }
         YamlData::Tagged(_, inner) => convert(inner),
         YamlData::Alias(_) => Err(bad("YAML aliases are not supported in case files".to_owned())),
         YamlData::BadValue => Err(bad("a value that does not fit its tag".to_owned())),
     }
+}
+
+/// 2^53: the integers a double holds exactly.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
+
+/// The array index a key names, as JavaScript decides: digits without a
+/// leading zero, below 2^32 − 1.
+fn array_index(key: &str) -> Option<u32> {
+    let canonical = !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()) && (key == "0" || !key.starts_with('0'));
+    key.parse::<u32>().ok().filter(|i| canonical && *i < u32::MAX)
 }
 
 fn leaf(line: usize, value: Value) -> Node {
@@ -78,7 +98,16 @@ fn scalar_to_json(scalar: &Scalar<'_>) -> Value {
         Scalar::Null => Value::Null,
         Scalar::Boolean(b) => Value::Bool(*b),
         Scalar::Integer(i) => Value::Number((*i).into()),
-        Scalar::FloatingPoint(f) => Number::from_f64(f.into_inner()).map_or(Value::Null, Value::Number),
+        // JavaScript has one number type: `1.0` is the integer 1 there, and
+        // lynkeus labels, ids and sends it as `1`.
+        Scalar::FloatingPoint(f) => {
+            let f = f.into_inner();
+            if f.fract() == 0.0 && f.abs() < MAX_SAFE_INTEGER {
+                Value::Number((f as i64).into())
+            } else {
+                Number::from_f64(f).map_or(Value::Null, Value::Number)
+            }
+        }
         Scalar::String(s) => Value::String(s.to_string()),
     }
 }
@@ -114,6 +143,19 @@ mod tests {
         let list = node.get("list").unwrap();
         assert_eq!(list.children[0].line, 7);
         assert_eq!(list.children[1].line, 8);
+    }
+
+    #[test]
+    fn numbers_and_keys_as_javascript_holds_them() {
+        let node = parse("b: 1.0\n2: x\n1e3: y\n10: z\n\"01\": w\na: [2.50, 1e3, -0.0]\ntrue: t\n").unwrap();
+        let keys: Vec<&String> = node.value.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["2", "10", "1000", "b", "01", "a", "true"]);
+        assert_eq!(node.value["b"], json!(1));
+        assert_eq!(node.value["a"], json!([2.5, 1000, 0]));
+        assert_eq!(node.get("10").unwrap().line, 4, "children follow their keys");
+        // Two keys YAML tells apart that are one key to JavaScript.
+        let err = parse("a: 1\n1: 2\n\"1\": 3\n").unwrap_err();
+        assert_eq!((err.line, err.message.as_str()), (3, "the key \"1\" appears twice in one mapping"));
     }
 
     #[test]
