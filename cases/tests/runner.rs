@@ -82,7 +82,7 @@ impl Device for Fake {
                 let mut reads = self.events_reads.lock().unwrap();
                 *reads += 1;
                 // Empty before the case; one event after the first step.
-                if *reads == 1 { Ok(json!([])) } else { Ok(json!([{"name": "Tap - Refresh"}])) }
+                if *reads == 1 { Ok(json!([])) } else { Ok(json!([{"name": "Tap - Refresh", "route": "Home"}])) }
             }
             "idle" => Ok(json!({"commit": 1, "idle": true})),
             "press" => Ok(json!({"x": 50, "y": 20, "mode": "native"})),
@@ -115,6 +115,8 @@ async fn the_calls_a_press_makes() {
     assert_eq!(
         fake.wire(),
         vec![
+            // The app settles first, as a freshly launched one does in lynkeus.
+            json!({"method": "idle", "params": {"quietMs": 300, "timeoutMs": 5000}}),
             json!({"method": "events"}),
             json!({"method": "trace", "params": {}}),
             json!({"method": "find", "params": refresh}),
@@ -127,6 +129,7 @@ async fn the_calls_a_press_makes() {
             json!({"method": "screen"}),
         ]
     );
+    // Filed under the route the step left the app on, not where it fired.
     let events = case.steps[0].events.as_ref().unwrap();
     assert_eq!((events[0].name.as_str(), events[0].route.as_deref()), ("Tap - Refresh", Some("Profile.Main")));
 }
@@ -172,8 +175,13 @@ async fn a_failure_leaves_evidence_and_stops_the_case() {
     assert_eq!(case.result, CaseResult::Failed);
     assert_eq!(statuses(&case), [StepStatus::Failed, StepStatus::Skipped]);
     assert_eq!(case.steps[0].error.as_deref(), Some("not on screen: \"Goodbye\""));
-    let screen = case.evidence.unwrap().screen.unwrap();
-    assert_eq!(screen, "Profile.Main\nbutton #refresh\ntext \"Hello\"\ntext \"25 points\"");
+    let evidence = case.evidence.unwrap();
+    assert_eq!(evidence.screen.unwrap(), "Profile.Main\nbutton #refresh\ntext \"Hello\"\ntext \"25 points\"");
+    assert_eq!(evidence.requests, Vec::<String>::new());
+    assert_eq!(
+        evidence.why.as_deref(),
+        Some("  (nothing in the evidence explains it: the screen, requests and trace look ordinary)")
+    );
     assert!(!fake.methods().contains(&"press".to_owned()), "no press was sent");
 }
 
@@ -189,6 +197,27 @@ async fn an_optional_press_that_is_not_there_is_skipped() {
     .await;
     assert_eq!(statuses(&case), [StepStatus::Skipped]);
     assert_eq!(case.result, CaseResult::Passed);
+    let wire = fake.wire();
+    let after_wait = wire.iter().skip_while(|c| c["method"] != "waitFor").nth(1);
+    assert_eq!(after_wait, Some(&json!({"method": "idle", "params": {"quietMs": 50, "timeoutMs": 400}})), "{wire:?}");
+}
+
+#[tokio::test]
+async fn app_idle_without_arguments_waits_as_the_lynkeus_cli_does() {
+    let fake = Fake::new(&[]);
+    let case =
+        run(&fake, "---\nid: i\n---\nsteps:\n  - app.idle\n  - app.idle: { quietMs: 20 }\n", &context(false)).await;
+    assert_eq!(case.result, CaseResult::Passed);
+    let idles: Vec<Value> =
+        fake.wire().into_iter().filter(|c| c["method"] == "idle").map(|c| c["params"].clone()).collect();
+    assert_eq!(
+        idles,
+        [
+            json!({"quietMs": 300, "timeoutMs": 5000}),
+            json!({"quietMs": 300, "timeoutMs": 5000}),
+            json!({"quietMs": 20, "timeoutMs": 5000})
+        ]
+    );
 }
 
 /// A fixtures server that writes every line it receives to `log`.

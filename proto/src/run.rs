@@ -174,8 +174,9 @@ pub struct RunStep {
 pub struct RunEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<Vec<String>>,
+    /// Always written, empty when no request went out (as lynkeus writes it).
+    #[serde(default)]
+    pub requests: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }

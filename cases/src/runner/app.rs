@@ -11,6 +11,11 @@ use crate::format::Step;
 use crate::targets::{is_route, parse_target, scoped_target};
 use crate::values::js_string;
 
+/// `app.idle` without arguments, as the lynkeus CLI sends it (`lynkeus idle`
+/// waits for 300 ms of quiet, 5 s at most; the protocol's own defaults,
+/// 150/3000, apply only to a bare `idle` call).
+pub const IDLE_DEFAULT: (u64, u64) = (300, 5_000);
+
 /// `waitFor` and `idle` get their own timeout plus this on the wire.
 const TRANSPORT_SLACK: Duration = Duration::from_millis(2_000);
 
@@ -117,8 +122,8 @@ impl<D: Device> Attempt<'_, D> {
                 Ok(Done::Passed)
             }
             "idle" => {
-                let quiet = ms(value, "quietMs").unwrap_or(150);
-                let timeout = ms(value, "timeoutMs").unwrap_or(3_000);
+                let quiet = ms(value, "quietMs").unwrap_or(IDLE_DEFAULT.0);
+                let timeout = ms(value, "timeoutMs").unwrap_or(IDLE_DEFAULT.1);
                 self.idle(quiet, timeout).await?;
                 Ok(Done::Passed)
             }
@@ -176,7 +181,11 @@ impl<D: Device> Attempt<'_, D> {
             return Ok(());
         }
         self.interrupting = true;
+        // An interruption's own steps must not become what the step was
+        // about: evidence names the step's target, not the pop-up's.
+        let (target, route) = (self.last_target.clone(), self.last_route.clone());
         let outcome = self.run_interruptions(value).await;
+        (self.last_target, self.last_route) = (target, route);
         self.interrupting = false;
         outcome
     }
@@ -225,6 +234,7 @@ impl<D: Device> Attempt<'_, D> {
             let mut params = Map::new();
             params.insert("target".into(), target_json(&target));
             if self.wait_for(params, 300).await.is_err() {
+                let _ = self.idle(50, 400).await;
                 return Ok(Done::Skipped);
             }
         }
@@ -381,6 +391,7 @@ impl<D: Device> Attempt<'_, D> {
         let mut route_wait = false;
         match what {
             Some(what) if is_route(&what) && value.get("target").is_none() => {
+                self.last_route = Some(what.clone());
                 params.insert("route".into(), json!(what));
                 route_wait = true;
             }

@@ -1,15 +1,19 @@
 //! What a failed case leaves behind (spec §1.12): the screen as text, the
-//! requests since the mark, and why the step's element could not be used.
+//! requests since the mark, and why (`why.rs`).
 
 use serde_json::{Value, json};
 
+use super::why::{Evidence, Sought, describe_why, explain};
 use super::{Attempt, CALL_TIMEOUT, Device};
 use argus_proto::run::RunEvidence;
+use argus_proto::wire::Target;
 
 /// How many screen lines evidence keeps.
 pub const SCREEN_LINES: usize = 40;
 /// How many requests evidence keeps.
 pub const REQUESTS: usize = 8;
+/// How many of the newest trace events `why` reads.
+const TRACE_EVENTS: usize = 40;
 
 fn text_of<'a>(element: &'a Value, key: &str) -> Option<&'a str> {
     element.get(key).and_then(Value::as_str)
@@ -99,13 +103,19 @@ pub fn describe_screen(screen: &Value, limit: usize) -> String {
 
 impl<D: Device> Attempt<'_, D> {
     /// Evidence for a failed attempt, read from the app while it is still
-    /// there; what cannot be read is left out.
+    /// there; what cannot be read is left out (the requests list is always
+    /// written, as lynkeus writes it).
     pub(super) async fn evidence(&mut self) -> RunEvidence {
         let screen = self.call("screen", None, CALL_TIMEOUT).await.ok();
-        let requests = match self.mark {
-            Some(since) => self.call("trace", Some(json!({"since": since})), CALL_TIMEOUT).await.ok().map(|trace| {
-                let events = trace.get("events").and_then(Value::as_array).cloned().unwrap_or_default();
-                let lines: Vec<String> = events
+        let since = self.mark.map(|since| json!({"since": since}));
+        let marked = match since {
+            Some(since) => self.call("trace", Some(since), CALL_TIMEOUT).await.ok(),
+            None => None,
+        };
+        let requests: Vec<String> = marked
+            .as_ref()
+            .map(|trace| {
+                let lines: Vec<String> = events_of(trace)
                     .iter()
                     .filter(|e| text_of(e, "kind") == Some("request"))
                     .map(|e| {
@@ -115,55 +125,44 @@ impl<D: Device> Attempt<'_, D> {
                     })
                     .collect();
                 lines[lines.len().saturating_sub(REQUESTS)..].to_vec()
-            }),
+            })
+            .unwrap_or_default();
+        let why = match &screen {
+            Some(screen) => Some(self.why(screen).await),
             None => None,
         };
-        let why = self.why(screen.as_ref()).await;
-        RunEvidence {
-            screen: screen.as_ref().map(|s| describe_screen(s, SCREEN_LINES)),
-            requests: requests.filter(|r| !r.is_empty()),
-            why,
-        }
+        RunEvidence { screen: screen.as_ref().map(|s| describe_screen(s, SCREEN_LINES)), requests, why }
     }
 
-    /// Why the failing step's element could not be used: gone, hidden
-    /// behind a layer, covered, disabled, outside the window, or a busy app.
-    async fn why(&self, screen: Option<&Value>) -> Option<String> {
-        let mut reasons = Vec::new();
-        if let Some(target) = &self.last_target {
-            let shown = target.describe();
-            let found = self.call("find", Some(serde_json::to_value(target).ok()?), CALL_TIMEOUT).await.ok();
-            match found {
-                Some(Value::Null) | None => {
-                    let route = screen.and_then(|s| text_of(s, "route")).unwrap_or("this screen");
-                    reasons.push(format!("nothing on {route} matches {shown}"));
-                }
-                Some(element) => {
-                    if let Some(hidden) = text_of(&element, "hidden") {
-                        let layer = screen.and_then(|s| s.get("presenting")).filter(|p| !p.is_null());
-                        let behind = layer
-                            .and_then(|l| text_of(l, "testId"))
-                            .map(|id| format!(", behind #{id}"))
-                            .unwrap_or_default();
-                        reasons.push(format!("{shown} is hidden ({hidden}{behind})"));
-                    }
-                    if element.get("covered") == Some(&Value::Bool(true)) {
-                        reasons.push(format!("{shown} is covered: something lies over its centre"));
-                    }
-                    if element.get("enabled") == Some(&Value::Bool(false)) {
-                        reasons.push(format!("{shown} is disabled"));
-                    }
-                    if element.get("offscreen") == Some(&Value::Bool(true)) {
-                        reasons.push(format!("{shown} is outside the window"));
-                    }
-                }
-            }
-        }
-        if screen.is_some_and(|s| s.get("busy") == Some(&Value::Bool(true))) {
-            reasons.push("the app is still busy (requests in flight)".to_owned());
-        }
-        (!reasons.is_empty()).then(|| reasons.join("; "))
+    /// `why` as lynkeus reads it: the screen, the app's recent requests and
+    /// the newest trace events, against what the failing step looked for.
+    async fn why(&self, screen: &Value) -> String {
+        let answer = self.call("requests", None, CALL_TIMEOUT).await.ok();
+        let requests =
+            answer.as_ref().and_then(|a| a.get("requests")).and_then(Value::as_array).cloned().unwrap_or_default();
+        let in_flight = answer.as_ref().and_then(|a| a.get("inFlight")).and_then(Value::as_u64).unwrap_or(0);
+        let trace = self.call("trace", None, CALL_TIMEOUT).await.ok();
+        let events = trace.as_ref().map(events_of).unwrap_or_default();
+        let newest = &events[events.len().saturating_sub(TRACE_EVENTS)..];
+        let sought = self.sought();
+        let evidence = Evidence { screen, requests: &requests, in_flight, trace: newest, sought: sought.as_ref() };
+        describe_why(&explain(&evidence))
     }
+
+    /// What the failing step was looking for: its element, or its route.
+    fn sought(&self) -> Option<Sought> {
+        let mut sought = Sought { route: self.last_route.clone(), ..Sought::default() };
+        match &self.last_target {
+            Some(Target::TestId { test_id, .. }) => sought.test_id = Some(test_id.clone()),
+            Some(Target::Text { text, .. }) => sought.text = Some(text.clone()),
+            _ => {}
+        }
+        (sought != Sought::default()).then_some(sought)
+    }
+}
+
+fn events_of(trace: &Value) -> Vec<Value> {
+    trace.get("events").and_then(Value::as_array).cloned().unwrap_or_default()
 }
 
 #[cfg(test)]

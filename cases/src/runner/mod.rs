@@ -9,6 +9,7 @@ mod evidence;
 mod fixtures;
 mod project;
 mod see;
+mod why;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -117,6 +118,8 @@ struct Attempt<'a, D: Device> {
     ran: HashSet<String>,
     /// The element the failing step was about, for evidence.
     last_target: Option<argus_proto::wire::Target>,
+    /// The route the failing step waited for, for evidence.
+    last_route: Option<String>,
     /// Events collected mid-step (`app.events` clears the app's buffer).
     carried_events: Vec<RunEvent>,
     /// Inside an interruption's own steps, which must not interrupt again.
@@ -148,9 +151,17 @@ pub async fn run_attempt_with<D: Device>(
         inspect_cache: HashMap::new(),
         ran: HashSet::new(),
         last_target: None,
+        last_route: None,
         carried_events: Vec::new(),
         interrupting: false,
     };
+    // lynkeus launches a fresh app for every attempt and lets it settle with
+    // `idle {300, 5000}` before the first step. A device on a grid is reset
+    // rather than relaunched (a relaunch costs seconds, and many apps cannot
+    // be relaunched from the host), so the same idle is sent here: the first
+    // step starts on a settled app, as in lynkeus.
+    let (quiet, timeout) = app::IDLE_DEFAULT;
+    let _ = state.idle(quiet, timeout).await;
     let hello = device.hello();
     if run.collect_events && hello.as_ref().is_some_and(|h| h.has_command("events")) {
         state.events_seen = state.event_count().await;
@@ -169,6 +180,7 @@ pub async fn run_attempt_with<D: Device>(
         }
         let step_started = Instant::now();
         state.last_target = None;
+        state.last_route = None;
         let outcome = if project::runs_here(step.on.as_deref(), hello.as_deref()) {
             let span = tracing::info_span!("step", step = %label);
             tracing::Instrument::instrument(state.step(step), span).await
@@ -320,9 +332,8 @@ impl<D: Device> Attempt<'_, D> {
         let events = events.as_array()?.clone();
         self.events_seen = Some(events.len());
         let fresh = events.get(seen..)?.to_vec();
-        if fresh.is_empty() {
-            return Some(Vec::new());
-        }
+        // As lynkeus does after every app step: `events`, then `screen`; an
+        // event is filed under the route the step left the app on.
         let route = self.call("screen", None, CALL_TIMEOUT).await.ok().and_then(|s| s.get("route").cloned());
         Some(
             fresh
@@ -330,7 +341,7 @@ impl<D: Device> Attempt<'_, D> {
                 .filter_map(|event| {
                     let name = event.get("name")?.as_str()?.to_owned();
                     let props = event.get("props").and_then(Value::as_object).cloned();
-                    let route = event.get("route").or(route.as_ref()).and_then(Value::as_str).map(str::to_owned);
+                    let route = route.as_ref().or(event.get("route")).and_then(Value::as_str).map(str::to_owned);
                     Some(RunEvent {
                         origin: EventOrigin::App,
                         name,
