@@ -55,6 +55,8 @@ pub struct CasesConfig {
     pub refs: BTreeMap<String, String>,
     pub macros: Map<String, Value>,
     pub interruptions: Vec<Interruption>,
+    /// Where `load` looked for a configuration file and found none.
+    pub not_found: Option<PathBuf>,
 }
 
 impl CasesConfig {
@@ -69,6 +71,7 @@ impl CasesConfig {
             refs: BTreeMap::new(),
             macros: Map::new(),
             interruptions: Vec::new(),
+            not_found: None,
         }
     }
 
@@ -79,6 +82,8 @@ impl CasesConfig {
         let main = root.join(CONFIG_FILE);
         if main.exists() {
             config.read_over(&main)?;
+        } else if lynkeus_config.is_none_or(str::is_empty) {
+            config.not_found = Some(main);
         }
         if let Some(path) = lynkeus_config.filter(|p| !p.is_empty()) {
             let path = root.join(path);
@@ -101,6 +106,18 @@ impl CasesConfig {
             .map_err(|e| CaseError::new(&shown, Some(e.line()), format!("not JSON: {e}")))?;
         let Some(cases) = value.get("cases") else { return Ok(()) };
         self.apply(cases, path.parent().unwrap_or(Path::new(".")), &shown)
+    }
+
+    /// For a message about something the configuration would declare: where
+    /// it was looked for when none was found (empty otherwise).
+    pub fn not_found_hint(&self) -> String {
+        match &self.not_found {
+            Some(path) => format!(
+                "; no configuration was read: there is no {} (lynkeus reads {CONFIG_FILE} in the directory it runs from, or the file LYNKEUS_CONFIG names)",
+                path.display()
+            ),
+            None => String::new(),
+        }
     }
 
     /// The `cases` section as JSON (as a run carries it to the grid), its
@@ -181,7 +198,16 @@ mod tests {
         )
         .unwrap();
         std::fs::write(root.join("ci/override.json"), r#"{"cases":{"dir":"suite","inspect":"look"}}"#).unwrap();
+        let config = CasesConfig::load(&root.join("ci"), None).unwrap();
+        assert_eq!(
+            config.not_found_hint(),
+            format!(
+                "; no configuration was read: there is no {} (lynkeus reads lynkeus.config.json in the directory it runs from, or the file LYNKEUS_CONFIG names)",
+                root.join("ci").join(CONFIG_FILE).display()
+            )
+        );
         let config = CasesConfig::load(&root, None).unwrap();
+        assert_eq!(config.not_found_hint(), "", "a file was read");
         assert_eq!(config.dir, root.join("cases"));
         assert_eq!(config.fixtures.as_ref().unwrap().command, "node cases/fixtures.mjs");
         assert_eq!(config.fixtures.as_ref().unwrap().timeout_ms, 120_000);

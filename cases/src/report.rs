@@ -98,7 +98,7 @@ pub fn junit(suite_name: &str, attempts: &[RunCase]) -> String {
                 if let Some(screen) = &evidence.screen {
                     description.push_str(&format!("\nscreen:\n{screen}"));
                 }
-                for request in evidence.requests.iter() {
+                for request in evidence.requests.iter().flatten() {
                     description.push_str(&format!("\nrequest: {request}"));
                 }
             }
@@ -154,7 +154,7 @@ mod tests {
     use super::*;
     use argus_proto::run::{RunDir as ReadBack, parse_cases};
 
-    const FAILED: &str = r#"{"id":"pay","title":"Paying a friend","file":"cases/pay.md","attempt":1,"result":"failed","startedAt":"2026-01-02T03:00:01.000Z","ms":1200,"steps":[{"step":"app.see Sent","status":"failed","ms":3000,"error":"not on screen: Sent","section":"steps"}],"evidence":{"requests":[],"why":"the transfer was refused"}}"#;
+    const FAILED: &str = r#"{"id":"pay","title":"Paying a friend","file":"cases/pay.md","attempt":1,"result":"failed","startedAt":"2026-01-02T03:00:01.000Z","ms":1200,"steps":[{"step":"app.see Sent","status":"failed","ms":3000,"error":"not on screen: Sent","section":"steps"}],"evidence":{"why":"the transfer was refused"}}"#;
     const PASSED: &str = r#"{"id":"pay","title":"Paying a friend","file":"cases/pay.md","attempt":2,"result":"passed","startedAt":"2026-01-02T03:00:30.000Z","ms":1200,"steps":[{"step":"app.see Sent","status":"passed","ms":5,"section":"steps"}]}"#;
     const UNSUPPORTED: &str = r#"{"id":"stores","file":"cases/stores.md","attempt":1,"result":"unsupported","startedAt":"2026-01-02T03:02:00.000Z","ms":35,"steps":[{"step":"app.call command: stores","status":"unsupported","ms":3,"error":"this host has no stores","section":"steps"}]}"#;
 

@@ -194,8 +194,9 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
                 &case.file,
                 Some(step.line),
                 format!(
-                    "{} is not a step: lynkeus has no command {command}, and the project declares no macro for it",
-                    step.verb
+                    "{} is not a step: lynkeus has no command {command}, and the project declares no macro for it{}",
+                    step.verb,
+                    config.not_found_hint()
                 ),
             ));
         }
@@ -212,6 +213,38 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
             }
         }
     }
+}
+
+/// What Argus accepts that lynkeus refuses: a suite that uses it runs only
+/// under Argus. `argus cases check` reports each as a warning, or as an error
+/// under `--strict-lynkeus`.
+pub fn lynkeus_extensions(cases: &[Case]) -> Vec<CaseError> {
+    let mut found: Vec<CaseError> = Vec::new();
+    for case in cases {
+        for step in case.all_steps() {
+            let problem = match step.verb.as_str() {
+                "app.reset" => Some(
+                    "app.reset is an Argus extension: lynkeus has no command reset (each lynkeus attempt starts on a fresh app)".to_owned(),
+                ),
+                verb @ ("app.press" | "app.type" | "app.swipe" | "app.wait")
+                    if step.value.get("testId").is_some() =>
+                {
+                    let command = &verb[4..];
+                    Some(format!(
+                        "{verb} testId is an Argus extension: lynkeus' {command} has no testId; write `target: \"#id\"`"
+                    ))
+                }
+                _ => None,
+            };
+            if let Some(problem) = problem {
+                let error = CaseError::new(&case.file, Some(step.line), problem);
+                if !found.contains(&error) {
+                    found.push(error);
+                }
+            }
+        }
+    }
+    found
 }
 
 /// The keys each `app.*` step takes (its CLI command's arguments, named as
@@ -433,6 +466,22 @@ mod tests {
         assert!(
             errors("  - app.type: { text: 42, testId: q }\n  - app.see: { text: Hi, timeoutMs: \"{{cfg.ms}}\" }\n  - app.idle: { quietMs: \"300\" }\n")
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn argus_only_forms_are_named() {
+        let config = CasesConfig::defaults(Path::new("."));
+        let text = "---\nid: x\nmatrix: { n: [1, 2] }\n---\nsteps:\n  - app.reset\n  - app.press: { testId: like }\n  - app.see: { testId: like }\n  - app.press: { target: \"#like\" }\n";
+        let cases = check_sources(&[("cases/x.md".into(), text.into())], &config, "cases").unwrap();
+        let found: Vec<String> = lynkeus_extensions(&cases).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            [
+                "cases/x.md:6: app.reset is an Argus extension: lynkeus has no command reset (each lynkeus attempt starts on a fresh app)",
+                "cases/x.md:7: app.press testId is an Argus extension: lynkeus' press has no testId; write `target: \"#id\"`",
+            ],
+            "once per file and line, whatever the matrix"
         );
     }
 

@@ -177,7 +177,7 @@ async fn a_failure_leaves_evidence_and_stops_the_case() {
     assert_eq!(case.steps[0].error.as_deref(), Some("not on screen: \"Goodbye\""));
     let evidence = case.evidence.unwrap();
     assert_eq!(evidence.screen.unwrap(), "Profile.Main\nbutton #refresh\ntext \"Hello\"\ntext \"25 points\"");
-    assert_eq!(evidence.requests, Vec::<String>::new());
+    assert_eq!(evidence.requests, Some(Vec::new()), "always written");
     assert_eq!(
         evidence.why.as_deref(),
         Some("  (nothing in the evidence explains it: the screen, requests and trace look ordinary)")

@@ -63,6 +63,11 @@ pub struct CheckArgs {
     /// Print JSON for tools: every case with its file, title and step labels.
     #[arg(long)]
     json: bool,
+    /// Refuse what only Argus accepts (such as `app.reset`, or `testId` on
+    /// `app.press`), so the suite also runs under plain lynkeus. Without it,
+    /// each is a warning.
+    #[arg(long)]
+    strict_lynkeus: bool,
 }
 
 pub async fn run(command: Command) -> ExitCode {
@@ -94,6 +99,13 @@ fn check(args: CheckArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(errors) => return report(&errors),
     };
+    let extensions = suite::lynkeus_extensions(&cases);
+    if args.strict_lynkeus && !extensions.is_empty() {
+        return report(&extensions);
+    }
+    for extension in &extensions {
+        eprintln!("warning: {extension}");
+    }
     if args.json {
         let listing: Vec<_> = cases
             .iter()

@@ -191,7 +191,9 @@ fn a_pressed_element_behind_a_banner_says_why() {
     assert_eq!(run.cases[0].steps[0].error.as_deref(), Some(r##"{"testId":"pay"} is covered"##));
     assert_eq!(
         evidence.why.as_deref(),
-        Some("  • #pay is on the screen but covered: a sheet or overlay is over it. Close it, or press what covers it."),
+        Some(
+            "  • #pay is on the screen but covered: a sheet or overlay is over it. Close it, or press what covers it."
+        ),
         "lynkeus' why rules, in its words, against the simulated app's screen"
     );
 }

@@ -174,9 +174,10 @@ pub struct RunStep {
 pub struct RunEvidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<String>,
-    /// Always written, empty when no request went out (as lynkeus writes it).
-    #[serde(default)]
-    pub requests: Vec<String>,
+    /// The runner always writes it (empty when no request went out, as
+    /// lynkeus' runner does); a line written without it reads back without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }

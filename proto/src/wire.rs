@@ -485,8 +485,15 @@ pub struct Screen {
     pub window: Size,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub presenting: Option<Presenting>,
-    #[serde(default)]
-    pub cost_ms: f64,
+    /// Whole milliseconds the snapshot took (the agent's `Date.now()`
+    /// difference); a fraction from another app is rounded on reading.
+    #[serde(default, deserialize_with = "whole_ms")]
+    pub cost_ms: u64,
+}
+
+fn whole_ms<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let ms = f64::deserialize(deserializer)?;
+    Ok(if ms.is_finite() && ms > 0.0 { ms.round() as u64 } else { 0 })
 }
 
 // ---------------------------------------------------------------- records
@@ -783,6 +790,9 @@ pub struct BatchResult {
 /// One analytics event as the `events` app command answers it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppEvent {
+    /// When the app reported it, ms since the epoch.
+    #[serde(default)]
+    pub t: u64,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub props: Option<Value>,

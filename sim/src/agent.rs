@@ -1,9 +1,10 @@
 //! The agent's side of the wire: dial the driver, wait for `auth`, answer
 //! `hello`, run requests (several at once, answered as each finishes), and
 //! answer a request it has already run from memory instead of running it
-//! again.
+//! again. As the agent does, an answer is remembered only once the work is
+//! done: a request resent while its first run is still going runs again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -13,7 +14,6 @@ use argus_proto::wire::{
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
@@ -58,18 +58,11 @@ impl std::fmt::Debug for AgentConfig {
 
 type Sink = Arc<tokio::sync::Mutex<SplitSink<WebSocketStream<MaybeTlsStream<TcpStream>>, Message>>>;
 
-/// Answers by `session:id`, oldest first, and the requests still running.
+/// Answers by `session:id`, oldest first.
 #[derive(Default)]
 struct Memory {
     session: Option<String>,
     answers: VecDeque<(String, Utf8Bytes)>,
-    running: HashMap<String, watch::Receiver<Option<Utf8Bytes>>>,
-}
-
-enum Plan {
-    Answered(Utf8Bytes),
-    Running(watch::Receiver<Option<Utf8Bytes>>),
-    Run(watch::Sender<Option<Utf8Bytes>>),
 }
 
 pub struct Agent {
@@ -205,55 +198,32 @@ impl Agent {
         if memory.session.as_deref() != Some(session) {
             memory.session = Some(session.to_owned());
             memory.answers.clear();
-            memory.running.clear();
         }
     }
 
     async fn request(self: &Arc<Self>, request: Request, session: &str, sink: &Sink) {
         let key = format!("{session}:{}", request.id);
-        let plan = {
-            let mut memory = self.memory();
-            if let Some((_, answer)) = memory.answers.iter().find(|(k, _)| *k == key) {
-                Plan::Answered(answer.clone())
-            } else if let Some(running) = memory.running.get(&key) {
-                Plan::Running(running.clone())
-            } else {
-                let (done, running) = watch::channel(None);
-                memory.running.insert(key.clone(), running);
-                Plan::Run(done)
-            }
-        };
-        match plan {
-            Plan::Answered(answer) => {
-                debug!(id = request.id, "answered from memory");
-                send(sink, answer).await;
-            }
-            Plan::Running(mut running) => {
-                let sink = sink.clone();
-                tokio::spawn(async move {
-                    let answer = running.wait_for(Option::is_some).await.ok().and_then(|a| a.clone());
-                    if let Some(answer) = answer {
-                        send(&sink, answer).await;
-                    }
-                });
-            }
-            Plan::Run(done) if App::answers_at_once(&request.method) => {
-                let answer = self.execute(request).await;
-                self.remember(key, answer.clone(), done);
-                send(sink, answer).await;
-            }
-            Plan::Run(done) => {
-                let agent = self.clone();
-                let sink = sink.clone();
-                tokio::spawn(async move {
-                    let answer = agent.execute(request).await;
-                    agent.remember(key, answer.clone(), done);
-                    // If this connection is gone, the driver resends after it
-                    // reconnects and gets the answer from memory.
-                    send(&sink, answer).await;
-                });
-            }
+        let remembered = self.memory().answers.iter().find(|(k, _)| *k == key).map(|(_, answer)| answer.clone());
+        if let Some(answer) = remembered {
+            debug!(id = request.id, "answered from memory");
+            send(sink, answer).await;
+            return;
         }
+        if App::answers_at_once(&request.method) {
+            let answer = self.execute(request).await;
+            self.remember(key, answer.clone());
+            send(sink, answer).await;
+            return;
+        }
+        let agent = self.clone();
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            let answer = agent.execute(request).await;
+            agent.remember(key, answer.clone());
+            // If this connection is gone, the driver resends after it
+            // reconnects and gets the answer from memory.
+            send(&sink, answer).await;
+        });
     }
 
     async fn execute(&self, request: Request) -> Utf8Bytes {
@@ -261,14 +231,12 @@ impl Agent {
         encode(&Response { id: request.id, outcome })
     }
 
-    fn remember(&self, key: String, answer: Utf8Bytes, done: watch::Sender<Option<Utf8Bytes>>) {
+    fn remember(&self, key: String, answer: Utf8Bytes) {
         let mut memory = self.memory();
-        memory.running.remove(&key);
         if memory.answers.len() == REMEMBERED_ANSWERS {
             memory.answers.pop_front();
         }
-        memory.answers.push_back((key, answer.clone()));
-        done.send_replace(Some(answer));
+        memory.answers.push_back((key, answer));
     }
 }
 

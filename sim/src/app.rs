@@ -47,13 +47,14 @@ struct State {
     next_seq: u64,
     events: VecDeque<AppEvent>,
     stores: BTreeMap<String, Value>,
+    /// `profile {action: start}` was called and not stopped.
+    profiling: bool,
 }
 
 pub struct App {
     model: Arc<Model>,
     state: Mutex<State>,
     route: watch::Sender<Option<String>>,
-    started: Instant,
 }
 
 impl App {
@@ -72,9 +73,10 @@ impl App {
             next_seq: 1,
             events: VecDeque::new(),
             stores: model.file.stores.clone(),
+            profiling: false,
         };
         let route = model.file.navigation.then(|| initial.name.clone());
-        let app = Arc::new(Self { model, state: Mutex::new(state), route: watch::channel(route).0, started: now });
+        let app = Arc::new(Self { model, state: Mutex::new(state), route: watch::channel(route).0 });
         app.screen_entered(0);
         app
     }
@@ -210,7 +212,7 @@ impl App {
             busy,
             window: self.model.file.window,
             presenting: snap.presenting,
-            cost_ms: started.elapsed().as_secs_f64() * 1000.0,
+            cost_ms: started.elapsed().as_millis() as u64,
         }
     }
 
@@ -636,8 +638,10 @@ impl App {
 
     fn navigate(self: &Arc<Self>, params: NavigateParams) -> Result<RouteResult, ErrorBody> {
         self.no_adapter()?;
+        // The agent hands the name to React Navigation, which ignores a
+        // route it does not know: the answer names it, the app stays put.
         if self.model.route(&params.name).is_none() {
-            return Err(fail(format!("No route named {} in the app model", params.name)));
+            return Ok(RouteResult { route: Some(params.name) });
         }
         self.push(&params.name, params.params);
         Ok(RouteResult { route: Some(params.name) })
@@ -791,7 +795,7 @@ impl App {
             }
             self.run(spec.actions.clone());
             if let Some(message) = &spec.error {
-                return Err(ErrorBody { message: message.clone(), code: spec.code.clone() });
+                return Err(fail(message.clone()));
             }
             return Ok(spec.result.clone().unwrap_or(Value::Null));
         }
@@ -808,13 +812,31 @@ impl App {
             "stores" => {
                 let state = self.lock();
                 match params.as_ref().and_then(|p| p.get("name")).and_then(Value::as_str) {
-                    Some(name) => state.stores.get(name).cloned().ok_or_else(|| fail(format!("No store named {name}"))),
-                    None => Ok(json!({ "stores": state.stores.keys().collect::<Vec<_>>() })),
+                    Some(name) if !name.is_empty() => state.stores.get(name).cloned().ok_or_else(|| {
+                        let observed: Vec<&str> = state.stores.keys().map(String::as_str).collect();
+                        let observed = if observed.is_empty() { "none".to_owned() } else { observed.join(", ") };
+                        fail(format!("No store observed as {name:?}; observed: {observed}"))
+                    }),
+                    _ => Ok(json!({ "stores": state.stores.keys().collect::<Vec<_>>() })),
                 }
             }
+            // The agent's answer: `{recording}` on start, otherwise what was
+            // recorded since (a model has no render cost: nothing is).
             "profile" => {
-                let state = self.lock();
-                Ok(json!({ "commits": state.commits, "uptimeMs": self.started.elapsed().as_millis() as u64 }))
+                let action = params.as_ref().and_then(|p| p.get("action")).and_then(Value::as_str);
+                let mut state = self.lock();
+                match action {
+                    Some("start") => {
+                        state.profiling = true;
+                        Ok(json!({ "recording": true }))
+                    }
+                    _ => {
+                        if action == Some("stop") {
+                            state.profiling = false;
+                        }
+                        Ok(json!({ "recording": state.profiling, "commits": 0, "ms": 0, "routes": {} }))
+                    }
+                }
             }
             _ => Err(fail(format!("Unknown method {method}"))),
         }
@@ -898,7 +920,12 @@ impl App {
                 if state.events.len() == EVENT_RING {
                     state.events.pop_front();
                 }
-                state.events.push_back(AppEvent { name: name.clone(), props: props.clone(), route: route.clone() });
+                state.events.push_back(AppEvent {
+                    t: epoch_ms(),
+                    name: name.clone(),
+                    props: props.clone(),
+                    route: route.clone(),
+                });
                 state.push_trace(TraceKind::Event { name, props, route });
             }
             Action::Store { name, set } => {

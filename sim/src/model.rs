@@ -283,11 +283,10 @@ pub struct Condition {
 pub struct CommandSpec {
     #[serde(default)]
     pub result: Option<Value>,
-    /// Fail with this message (and `code`).
+    /// Fail with this message. As the agent answers a handler that throws:
+    /// `{message}` alone, no `code`.
     #[serde(default)]
     pub error: Option<String>,
-    #[serde(default)]
-    pub code: Option<String>,
     #[serde(default)]
     pub delay_ms: Option<u64>,
     #[serde(default)]

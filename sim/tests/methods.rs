@@ -56,6 +56,7 @@ async fn screen_reports_route_path_elements_and_layers() {
     assert_eq!(screen["path"], json!(["Main", "Home"]));
     assert_eq!(screen["window"], json!({"w": 390.0, "h": 844.0}));
     assert_eq!(screen["busy"], false);
+    assert!(screen["costMs"].is_u64(), "whole milliseconds, as Date.now() differences are: {}", screen["costMs"]);
     let elements = screen["elements"].as_array().unwrap();
     let by_id = |id: &str| elements.iter().find(|e| e["testId"] == id).cloned().unwrap();
     assert_eq!(by_id("checkout")["enabled"], false);
@@ -96,7 +97,9 @@ async fn press_native_goes_through_and_records_the_command() {
     assert_eq!(pressed["mode"], "native");
     assert_eq!(pressed["element"]["testId"], "login");
     assert_eq!(route(&app).await, "Login");
-    let events = ok(&app, "events", Value::Null).await;
+    let mut events = ok(&app, "events", Value::Null).await;
+    assert!(events[0]["t"].is_u64());
+    events[0].as_object_mut().unwrap().remove("t");
     assert_eq!(events, json!([{"name": "Tap - Login", "route": "Home"}]));
     let trace = ok(&app, "trace", Value::Null).await;
     assert_eq!(commands_traced(&trace, "press"), 1);
@@ -303,7 +306,9 @@ async fn navigate_back_and_deep_links() {
     assert_eq!(err(&app, "back", Value::Null).await.0, "Nothing to go back to");
     assert_eq!(ok(&app, "navigate", json!({"name": "Feed"})).await, json!({"route": "Feed"}));
     assert_eq!(ok(&app, "back", Value::Null).await, json!({"route": "Home"}));
-    assert!(err(&app, "navigate", json!({"name": "Mars"})).await.0.contains("Mars"));
+    // As React Navigation does with a name it does not know: answered, ignored.
+    assert_eq!(ok(&app, "navigate", json!({"name": "Mars"})).await, json!({"route": "Mars"}));
+    assert_eq!(route(&app).await, "Home");
     assert_eq!(ok(&app, "deepLink", json!({"url": "shop://item/42"})).await, json!({"opened": "shop://item/42"}));
     let screen = ok(&app, "screen", Value::Null).await;
     assert_eq!(screen["route"], "Item");
@@ -363,7 +368,18 @@ async fn app_commands_reset_and_unknown_methods() {
     assert_eq!(store["changed"]["token"], json!({"from": null, "to": "…"}), "secrets stay out of the trace");
     assert_eq!(ok(&app, "stores", Value::Null).await, json!({"stores": ["cart", "session"]}));
 
-    assert_eq!(err(&app, "broken", Value::Null).await, ("the seed service is down".into(), Some("backend".into())));
+    // A handler that throws: the agent sends `{message}` and no code.
+    assert_eq!(err(&app, "broken", Value::Null).await, ("the seed service is down".into(), None));
+    assert_eq!(
+        err(&app, "stores", json!({"name": "nope"})).await.0,
+        "No store observed as \"nope\"; observed: cart, session"
+    );
+    assert_eq!(
+        ok(&app, "profile", Value::Null).await,
+        json!({"recording": false, "commits": 0, "ms": 0, "routes": {}})
+    );
+    assert_eq!(ok(&app, "profile", json!({"action": "start"})).await, json!({"recording": true}));
+    assert_eq!(ok(&app, "profile", json!({"action": "stop"})).await["recording"], false);
     assert_eq!(err(&app, "nope", Value::Null).await, ("Unknown method nope".into(), None));
     let start = tokio::time::Instant::now();
     assert_eq!(ok(&app, "slow", Value::Null).await, "slow done");
@@ -380,7 +396,9 @@ async fn app_commands_reset_and_unknown_methods() {
 async fn events_can_be_read_and_cleared() {
     let app = shop();
     ok(&app, "press", json!({"testId": "login"})).await;
-    assert_eq!(ok(&app, "events", json!({"clear": true})).await.as_array().unwrap().len(), 1);
+    let events = ok(&app, "events", json!({"clear": true})).await;
+    assert_eq!(events.as_array().unwrap().len(), 1);
+    assert!(events[0]["t"].as_u64().unwrap() > 1_600_000_000_000, "each entry carries its time: {events}");
     assert_eq!(ok(&app, "events", Value::Null).await, json!([]));
 }
 

@@ -131,7 +131,7 @@ impl<D: Device> Attempt<'_, D> {
             Some(screen) => Some(self.why(screen).await),
             None => None,
         };
-        RunEvidence { screen: screen.as_ref().map(|s| describe_screen(s, SCREEN_LINES)), requests, why }
+        RunEvidence { screen: screen.as_ref().map(|s| describe_screen(s, SCREEN_LINES)), requests: Some(requests), why }
     }
 
     /// `why` as lynkeus reads it: the screen, the app's recent requests and
