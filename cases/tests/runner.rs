@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use argus_cases::config::FixturesConfig;
-use argus_cases::runner::{CallFailure, Device, Fixtures, RunContext, run_attempt};
+use argus_cases::runner::{CallFailure, Device, Fixtures, LocalProject, RunContext, run_attempt};
 use argus_cases::{CasesConfig, parse_case};
 use argus_proto::run::{CaseResult, RunCase, StepStatus};
 use argus_proto::wire::Hello;
@@ -94,7 +94,8 @@ impl Device for Fake {
 }
 
 fn context(collect_events: bool) -> RunContext {
-    RunContext { config: CasesConfig::defaults(&PathBuf::from(".")), fixtures: None, collect_events, keep_going: false }
+    let config = CasesConfig::defaults(&PathBuf::from("."));
+    RunContext { project: Arc::new(LocalProject::of(&config)), config, collect_events, keep_going: false }
 }
 
 async fn run(fake: &Fake, case: &str, context: &RunContext) -> RunCase {
@@ -257,10 +258,10 @@ async fn the_fixtures_wire_for_the_template_case() {
     let _ = std::fs::remove_file(&log);
     let mut config = CasesConfig::defaults(&PathBuf::from("."));
     config.refs.insert("user".into(), "user_id".into());
-    let context =
-        RunContext { config, fixtures: Some(recording_fixtures(&log)), collect_events: false, keep_going: false };
+    let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
+    let context = RunContext { config, project: project.clone(), collect_events: false, keep_going: false };
     assert_eq!(
-        context.fixtures.as_ref().unwrap().describe().await.unwrap(),
+        project.fixtures.as_ref().unwrap().describe().await.unwrap(),
         Some(vec!["create_user".to_owned(), "give_points".to_owned(), "inspect".to_owned()])
     );
     let template = r#"---
@@ -286,7 +287,7 @@ expected: |
 "#;
     let fake = Fake::new(&[]);
     let case = run(&fake, template, &context).await;
-    context.fixtures.as_ref().unwrap().close().await;
+    project.close().await;
     assert_eq!(case.result, CaseResult::Passed, "{case:?}");
     assert_eq!(
         case.description.as_deref(),
@@ -317,12 +318,12 @@ async fn a_macro_with_conditions_presses_once() {
         ]
     }))
     .unwrap();
-    let context =
-        RunContext { config, fixtures: Some(recording_fixtures(&log)), collect_events: false, keep_going: false };
+    let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
+    let context = RunContext { config, project: project.clone(), collect_events: false, keep_going: false };
     let text = "---\nid: m\n---\nsetup:\n  - create_user: { as: u }\nsteps:\n  - app.enter: { as: u, then: \"#refresh\" }\n  - app.enter: { as: u }\n";
     let fake = Fake::new(&[]);
     let case = run(&fake, text, &context).await;
-    context.fixtures.as_ref().unwrap().close().await;
+    project.close().await;
     assert_eq!(case.result, CaseResult::Passed, "{case:?}");
     assert_eq!(fake.methods().iter().filter(|m| *m == "press").count(), 1);
     let _ = std::fs::remove_file(&log);

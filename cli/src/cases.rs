@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use argus_cases::report::{RunDir, junit};
-use argus_cases::runner::{Fixtures, RunContext, iso_now, missing_fixtures, run_suite};
+use argus_cases::runner::{LocalProject, RunContext, iso_now, missing_fixtures, run_suite};
 use argus_cases::values::label;
 use argus_cases::{CaseError, CasesConfig, suite};
 use argus_proto::run::{CaseResult, RunCase, StepStatus};
@@ -145,51 +146,66 @@ async fn run_cases(args: RunArgs) -> ExitCode {
             args.attach_timeout
         ));
     };
-    let fixtures = config.fixtures.clone().map(Fixtures::new);
-    let run = RunContext { config, fixtures, collect_events: args.output.out.is_some(), keep_going: args.keep_going };
+    let project = Arc::new(LocalProject::of(&config));
+    let run = RunContext {
+        config,
+        project: project.clone(),
+        collect_events: args.output.out.is_some(),
+        keep_going: args.keep_going,
+    };
     let code = tokio::select! {
-        code = run_with_fixtures(&args, &cases, &run, attach_timeout) => code,
+        code = run_with_fixtures(&args, &cases, &run, &project, attach_timeout) => code,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("argus cases run: interrupted");
             ExitCode::from(130)
         }
     };
-    if let Some(fixtures) = &run.fixtures {
-        fixtures.close().await;
-    }
+    project.close().await;
     code
+}
+
+/// Asks the fixtures server which fixtures it serves (`lynkeus.describe`):
+/// a case that names another is refused before anything runs (exit 1), as
+/// lynkeus does. A server that does not describe itself is not checked.
+pub async fn check_fixtures(
+    project: &LocalProject,
+    cases: &[argus_cases::Case],
+    config: &argus_cases::CasesConfig,
+) -> Result<(), ExitCode> {
+    let Some(fixtures) = &project.fixtures else { return Ok(()) };
+    match fixtures.describe().await {
+        Err(error) => Err(setup_failed(error)),
+        Ok(Some(served)) => {
+            let refused: Vec<String> = cases
+                .iter()
+                .flat_map(|case| {
+                    missing_fixtures(case, &served, config)
+                        .into_iter()
+                        .map(move |name| format!("{}: no fixture {name}", case.id))
+                })
+                .collect();
+            if refused.is_empty() {
+                return Ok(());
+            }
+            for line in &refused {
+                eprintln!("{line}");
+            }
+            eprintln!("the fixtures server serves: {}", served.join(", "));
+            Err(ExitCode::from(1))
+        }
+        Ok(None) => Ok(()),
+    }
 }
 
 async fn run_with_fixtures(
     args: &RunArgs,
     cases: &[argus_cases::Case],
     run: &RunContext,
+    project: &LocalProject,
     attach_timeout: Duration,
 ) -> ExitCode {
-    // A case that names a fixture the server does not serve is refused
-    // before anything runs.
-    if let Some(fixtures) = &run.fixtures {
-        match fixtures.describe().await {
-            Err(error) => return setup_failed(error),
-            Ok(Some(served)) => {
-                let refused: Vec<String> = cases
-                    .iter()
-                    .flat_map(|case| {
-                        missing_fixtures(case, &served, &run.config)
-                            .into_iter()
-                            .map(move |name| format!("{}: no fixture {name}", case.id))
-                    })
-                    .collect();
-                if !refused.is_empty() {
-                    for line in &refused {
-                        eprintln!("{line}");
-                    }
-                    eprintln!("the fixtures server serves: {}", served.join(", "));
-                    return ExitCode::from(1);
-                }
-            }
-            Ok(None) => {}
-        }
+    if let Err(code) = check_fixtures(project, cases, &run.config).await {
+        return code;
     }
     let endpoint = &args.endpoint;
     let config = DriverConfig {

@@ -143,7 +143,8 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         detach: false,
     };
     let code =
-        execute(&Target::plain(&url), request, Some(&out), Some(&out.join("junit.xml")), &Default::default()).await;
+        execute(&Target::plain(&url), request, None, Some(&out), Some(&out.join("junit.xml")), &Default::default())
+            .await;
     println!("run directory: {}", out.display());
     if args.exit {
         return code;

@@ -6,6 +6,7 @@ mod demo;
 mod endpoint;
 mod grid;
 mod run;
+mod serve;
 mod sim;
 mod telemetry;
 

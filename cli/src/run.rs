@@ -6,15 +6,18 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::sync::Arc;
 use std::time::Duration;
 
-use argus_cases::CasesConfig;
 use argus_cases::report::{RunDir, junit};
+use argus_cases::runner::{LocalProject, needs_project};
+use argus_cases::values::label;
+use argus_cases::{CaseError, CasesConfig};
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use tokio_util::sync::CancellationToken;
 
-use crate::cases::{OutputArgs, load_suite, report};
+use crate::cases::{OutputArgs, check_fixtures, load_suite, report};
 use crate::grid::{SlotArgs, Target, channel, print_slots, start_local};
 
 #[derive(clap::Args)]
@@ -50,9 +53,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     priority: u32,
     /// Submit the run and return: it goes on without this client (a run
-    /// that is not detached is cancelled when its client goes away).
+    /// that is not detached is cancelled when its client goes away). A
+    /// suite with fixture or exec steps cannot be detached: they run here.
     #[arg(long)]
     detach: bool,
+    /// Do not start the project's fixtures command here. Cases with a
+    /// fixture, `assert` or `exec` step are then refused (exit 2), each named.
+    #[arg(long)]
+    no_fixtures: bool,
     /// If the coordinator stops answering, dial it again for this long (in
     /// seconds) and resume watching where the run was.
     #[arg(long, env = "ARGUS_RECONNECT_FOR", default_value_t = 120.0, value_name = "SECONDS")]
@@ -113,9 +121,45 @@ fn git_info() -> (String, String) {
 }
 
 pub async fn run(args: RunArgs) -> ExitCode {
-    let (_, cases) = match load_suite(&args.paths) {
+    let (cases_config, cases) = match load_suite(&args.paths) {
         Ok(loaded) => loaded,
         Err(errors) => return report(&errors),
+    };
+    // Fixtures and exec commands run here, where the suite and its
+    // credentials are; the workers relay each call to this process.
+    let project_steps: Vec<CaseError> = cases
+        .iter()
+        .flat_map(|case| {
+            case.all_steps().filter(|step| needs_project(step, &cases_config)).map(move |step| {
+                CaseError::new(
+                    &case.file,
+                    Some(step.line),
+                    format!("{}: `{}` runs on the project's side (fixtures or exec)", case.id, label(step)),
+                )
+            })
+        })
+        .collect();
+    let project = if project_steps.is_empty() {
+        None
+    } else if args.no_fixtures || args.detach {
+        let why = if args.no_fixtures { "--no-fixtures" } else { "a detached run" };
+        for step in &project_steps {
+            eprintln!("{step}");
+        }
+        eprintln!(
+            "the suite was refused: with {why} nothing serves fixtures and exec steps; {} step{} need{} them",
+            project_steps.len(),
+            if project_steps.len() == 1 { "" } else { "s" },
+            if project_steps.len() == 1 { "s" } else { "" }
+        );
+        return ExitCode::from(2);
+    } else {
+        let project = Arc::new(LocalProject::of(&cases_config));
+        if let Err(code) = check_fixtures(&project, &cases, &cases_config).await {
+            project.close().await;
+            return code;
+        }
+        Some(project)
     };
     let Ok(cwd) = std::env::current_dir() else { return usage("cannot read the current directory") };
     let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
@@ -186,7 +230,12 @@ pub async fn run(args: RunArgs) -> ExitCode {
         (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
     };
     let target = Target { url, token: args.token.clone(), ca: args.tls_ca.clone() };
-    execute(&target, request, args.output.out.as_deref(), args.output.junit.as_deref(), &watch).await
+    let outputs = (args.output.out.as_deref(), args.output.junit.as_deref());
+    let code = execute(&target, request, project.clone(), outputs.0, outputs.1, &watch).await;
+    if let Some(project) = project {
+        project.close().await;
+    }
+    code
 }
 
 /// How `argus run` rides out a lost coordinator and a fleet with no device.
@@ -259,6 +308,7 @@ pub async fn wait_for_devices(target: &Target, count: usize, wait: Duration) -> 
 pub async fn execute(
     target: &Target,
     request: grpc::SubmitRequest,
+    project: Option<Arc<LocalProject>>,
     out: Option<&std::path::Path>,
     junit_path: Option<&std::path::Path>,
     options: &WatchOptions,
@@ -284,6 +334,16 @@ pub async fn execute(
             println!("{}", submitted.dashboard_url);
         }
         return ExitCode::SUCCESS;
+    }
+    // Served until this function returns, whatever way it does.
+    let serving = CancellationToken::new();
+    let _stop_serving = serving.clone().drop_guard();
+    if let Some(project) = project {
+        let (target, run_id, stop) = (target.clone(), submitted.run_id.clone(), serving.clone());
+        tokio::spawn(tracing::Instrument::instrument(
+            crate::serve::serve_project(target, run_id, project, stop),
+            tracing::info_span!("serving the project"),
+        ));
     }
     // The run directory starts with the run: `run.json` now, lines as they come.
     let mut run_dir = match out {

@@ -5,7 +5,7 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use argus_proto::run::RunDir;
+use argus_proto::run::{CaseResult, RunDir, StepStatus};
 use common::*;
 
 #[test]
@@ -71,6 +71,84 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).contains("cannot reach the coordinator at http://127.0.0.1:"), "{}", text(&output));
     std::fs::remove_dir_all(project).unwrap();
+}
+
+/// The last attempt of each case: its result, and each step's name and status.
+fn finals(run: &RunDir) -> std::collections::BTreeMap<String, (CaseResult, Vec<(String, StepStatus)>)> {
+    run.cases
+        .iter()
+        .map(|c| (c.id.clone(), (c.result, c.steps.iter().map(|s| (s.step.clone(), s.status)).collect())))
+        .collect()
+}
+
+#[test]
+fn the_shop_suite_on_a_grid_runs_its_fixtures_in_the_client_and_matches_one_device() {
+    let shop = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop");
+    let scratch = temp_dir("relay");
+    // One device, the way lynkeus runs the suite.
+    let port = free_port();
+    let _one = Sims::start(&[port]);
+    let local = Command::new(ARGUS)
+        .current_dir(&shop)
+        .args(["cases", "run", "--port", &port.to_string(), "--out"])
+        .arg(scratch.join("local"))
+        .output()
+        .unwrap();
+    assert_eq!(local.status.code(), Some(0), "{}", text(&local));
+
+    // A coordinator and two workers that run in a directory with no project:
+    // a fixture or exec they ran themselves could not work.
+    let (listen, workers_dir) = (format!("127.0.0.1:{}", free_port()), scratch.join("workers"));
+    std::fs::create_dir_all(&workers_dir).unwrap();
+    let url = format!("http://{listen}");
+    let database = format!("sqlite:{}", scratch.join("argus.db").display());
+    let _coordinator = Killed(spawn(&["coordinator", "--database-url", &database, "--listen", &listen], &workers_dir));
+    let ports = [free_port(), free_port()];
+    let _workers: Vec<Killed> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let name = format!("w{i}");
+            Killed(spawn(
+                &["worker", "--coordinator", &url, "--name", &name, "--ports", &port.to_string()],
+                &workers_dir,
+            ))
+        })
+        .collect();
+    let _sims = Sims::start(&ports);
+    wait_for_devices(&url, 2);
+    let grid = Command::new(ARGUS)
+        .current_dir(&shop)
+        .args(["run", "--coordinator", &url, "--out"])
+        .arg(scratch.join("grid"))
+        .output()
+        .unwrap();
+    let printed = text(&grid);
+    assert_eq!(grid.status.code(), Some(0), "{printed}");
+    let (local, grid) = (RunDir::read(&scratch.join("local")).unwrap(), RunDir::read(&scratch.join("grid")).unwrap());
+    assert_eq!(finals(&grid), finals(&local), "case by case, the same results, step names and statuses");
+    let flaky: Vec<_> = grid.cases.iter().filter(|c| c.id == "flaky").collect();
+    assert_eq!(
+        flaky[0].steps[0].error.as_deref(),
+        Some("warm_cache: the cache is cold"),
+        "the client's fixtures process, with its state"
+    );
+    assert!(
+        grid.cases
+            .iter()
+            .any(|c| c.steps.iter().any(|s| s.step.starts_with("create_user") && s.status == StepStatus::Passed))
+    );
+
+    // Without fixtures, or detached, the cases that need them are named and refused.
+    for flag in ["--no-fixtures", "--detach"] {
+        let refused =
+            Command::new(ARGUS).current_dir(&shop).args(["run", "--coordinator", &url, flag]).output().unwrap();
+        let printed = text(&refused);
+        assert_eq!(refused.status.code(), Some(2), "{printed}");
+        assert!(printed.contains("cases/flaky.md:"), "{printed}");
+        assert!(printed.contains("flaky: `warm_cache ` runs on the project's side (fixtures or exec)"), "{printed}");
+    }
+    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 mod otlp {

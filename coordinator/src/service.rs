@@ -19,12 +19,15 @@ use tracing::{info, warn};
 use crate::core::{self, Command, Handle};
 use crate::http::HttpState;
 use crate::metrics::Metrics;
+use crate::relay::ProjectRelay;
 use crate::store::Store;
 
 #[derive(Clone)]
 struct Services {
     handle: Handle,
     store: Store,
+    /// Fixture and exec calls between workers and the runs' clients.
+    relay: Arc<ProjectRelay>,
     /// The workers' inbound streams, drained on shutdown.
     tasks: tokio_util::task::TaskTracker,
 }
@@ -52,12 +55,17 @@ impl grpc::workers_server::Workers for Services {
             return Err(Status::invalid_argument("the first message on a worker's stream must be Register"));
         };
         let (tx, rx) = mpsc::channel(256);
+        let to_worker = tx.clone();
         let link = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await??;
-        let handle = self.handle.clone();
+        let (handle, relay) = (self.handle.clone(), self.relay.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
         self.tasks.spawn(tracing::Instrument::instrument(
             async move {
                 while let Ok(Some(message)) = inbound.message().await {
+                    if let Some(worker_message::Kind::ProjectCall(call)) = message.kind {
+                        relay.call(&to_worker, call).await;
+                        continue;
+                    }
                     if handle.send(Command::WorkerMessage { link: link.clone(), message }).await.is_err() {
                         return;
                     }
@@ -73,6 +81,42 @@ impl grpc::workers_server::Workers for Services {
 #[tonic::async_trait]
 impl grpc::runs_server::Runs for Services {
     type WatchStream = crate::watch::WatchStream;
+    type ProjectStream = ReceiverStream<Result<grpc::ProjectCall, Status>>;
+
+    async fn project(
+        &self,
+        request: Request<Streaming<grpc::ProjectServe>>,
+    ) -> Result<Response<Self::ProjectStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = inbound.message().await?.and_then(|m| m.kind);
+        let Some(grpc::project_serve::Kind::AttachRunId(run_id)) = first else {
+            return Err(Status::invalid_argument("the first message on a Project stream must name the run it serves"));
+        };
+        if let Err(error) = self.store.get_run(&run_id).await {
+            return Err(match error {
+                crate::store::StoreError::NoRun(_) => Status::not_found(format!("no run {run_id}")),
+                other => Status::unavailable(format!("cannot read run {run_id}: {other}")),
+            });
+        }
+        let (tx, rx) = mpsc::channel(64);
+        let attachment = self.relay.attach(&run_id, tx).await;
+        let relay = self.relay.clone();
+        let span = tracing::info_span!("project stream", run = %run_id);
+        self.tasks.spawn(tracing::Instrument::instrument(
+            async move {
+                info!("the run's client serves its fixtures");
+                while let Ok(Some(message)) = inbound.message().await {
+                    if let Some(grpc::project_serve::Kind::Answer(answer)) = message.kind {
+                        relay.answered(answer).await;
+                    }
+                }
+                info!("the run's client stopped serving its fixtures");
+                relay.detach(&run_id, attachment).await;
+            },
+            span,
+        ));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
@@ -303,7 +347,7 @@ pub async fn serve_with(
             tracing::info_span!("http"),
         ));
     }
-    let services = Services { handle, store, tasks: tasks.clone() };
+    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone() };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
     health.set_serving::<RunsServer<Services>>().await;

@@ -3,5 +3,6 @@
 
 pub mod driver;
 pub mod link;
+mod project;
 mod relaunch;
 pub mod slots;

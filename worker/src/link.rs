@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
+use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
 
 pub use crate::slots::{Hooks, SlotConfig, WorkerFile};
@@ -269,6 +270,7 @@ async fn link(
     }
     let running: Arc<Running> = Arc::default();
     let parsed: Arc<ParsedFiles> = Arc::default();
+    let calls = LinkCalls::new(out.clone());
     let mut heartbeat_every = DEFAULT_HEARTBEAT;
     let mut heartbeat = tokio::time::interval(heartbeat_every);
     // The coordinator sends a keepalive every heartbeat; three missed and
@@ -367,7 +369,7 @@ async fn link(
                         let stop = CancellationToken::new();
                         running.lock().insert(lease.lease_id.clone(), stop.clone());
                         let (out, running) = (out.clone(), running.clone());
-                        let (changed_tx, parsed) = (changed_tx.clone(), parsed.clone());
+                        let (changed_tx, parsed, calls) = (changed_tx.clone(), parsed.clone(), calls.clone());
                         attempts.spawn(async move {
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
                             let _ = changed_tx.send(index).await;
@@ -382,7 +384,7 @@ async fn link(
                                 };
                                 let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
                             };
-                            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, on_step), span.clone());
+                            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, &calls, on_step), span.clone());
                             let result = tokio::select! {
                                 result = attempt => Some(result),
                                 _ = stop.cancelled() => None,
@@ -431,6 +433,7 @@ async fn link(
                             None => info!(lease = %cancelled.lease_id, "cancel for an attempt that is not running"),
                         }
                     }
+                    Some(coordinator_message::Kind::ProjectAnswer(answer)) => calls.answered(answer),
                     Some(coordinator_message::Kind::Keepalive(_)) | None => {}
                 }
             }
@@ -502,6 +505,7 @@ async fn run_lease(
     slot: &Slot,
     lease: &grpc::Lease,
     parsed: &ParsedFiles,
+    calls: &Arc<LinkCalls>,
     on_step: impl FnMut(usize, &argus_proto::run::RunStep),
 ) -> grpc::AttemptResult {
     let infra = |error: String| grpc::AttemptResult {
@@ -523,10 +527,17 @@ async fn run_lease(
         Ok(config) => config,
         Err(error) => return infra(error.to_string()),
     };
-    // Fixtures run where the suite lives; a worker does not have them.
+    // Fixtures and exec commands run where the suite lives: the run's
+    // client, reached through the coordinator.
+    let project = RelayedProject {
+        calls: calls.clone(),
+        run_id: lease.run_id.clone(),
+        lease_id: lease.lease_id.clone(),
+        fixture_timeout: config.fixtures.as_ref().map(|f| Duration::from_millis(f.timeout_ms)),
+    };
     let context = RunContext {
         config: CasesConfig { fixtures: None, ..config },
-        fixtures: None,
+        project: Arc::new(project),
         collect_events: true,
         keep_going: false,
     };

@@ -9,6 +9,7 @@ mod evidence;
 mod fixtures;
 mod project;
 mod see;
+mod side;
 mod why;
 
 use std::collections::{HashMap, HashSet};
@@ -26,7 +27,8 @@ use crate::values::{self, label};
 
 pub use evidence::describe_screen;
 pub use fixtures::{Fixtures, FixturesError};
-pub use project::{missing_fixtures, runs_here};
+pub use project::{missing_fixtures, needs_project, runs_here};
+pub use side::{Answer, EXEC_TIMEOUT, ExecOutput, LocalProject, ProjectSide, no_fixtures_command};
 
 /// The default transport timeout of a call, as lynkeus' driver has it.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(20_000);
@@ -61,8 +63,9 @@ pub trait Device: Send + Sync {
 /// What a run shares between its cases.
 pub struct RunContext {
     pub config: CasesConfig,
-    /// Started once per run, when a case first needs it.
-    pub fixtures: Option<Fixtures>,
+    /// Where fixtures and `exec` run: this machine's project, or the
+    /// submitting client's through the grid.
+    pub project: Arc<dyn ProjectSide>,
     /// Gather the app's analytics events into each step (`--out` turns it on).
     pub collect_events: bool,
     /// Keep running steps after a failure (a failed setup step still stops).

@@ -1,8 +1,6 @@
 //! The steps that are the project's own: `on:` guards, macros, fixtures
 //! with refs, `assert` through the inspect fixture, and `exec`.
 
-use std::time::Duration;
-
 use argus_proto::wire::Hello;
 use serde_json::{Map, Value};
 
@@ -10,8 +8,6 @@ use super::{Attempt, Device, Done, StepError, StepResult};
 use crate::config::CasesConfig;
 use crate::format::{Case, Step};
 use crate::values::{self, js_string, matcher_of};
-
-const EXEC_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Whether a step guarded by `on` runs on the device that said `hello`.
 pub fn runs_here(on: Option<&str>, hello: Option<&Hello>) -> bool {
@@ -36,6 +32,12 @@ pub fn runs_here(on: Option<&str>, hello: Option<&Hello>) -> bool {
 }
 
 /// The fixtures a case names that the fixtures server does not list.
+/// Whether a step runs on the project's side (a fixture, `assert` through
+/// the inspect fixture, or `exec`), not on the device.
+pub fn needs_project(step: &Step, config: &CasesConfig) -> bool {
+    !(step.verb.starts_with("app.") || config.macros.contains_key(&step.verb))
+}
+
 pub fn missing_fixtures(case: &Case, served: &[String], config: &CasesConfig) -> Vec<String> {
     let mut missing = Vec::new();
     for step in case.all_steps() {
@@ -83,10 +85,8 @@ impl<D: Device> Attempt<'_, D> {
         Ok(out)
     }
 
-    fn fixtures(&self) -> Result<&super::Fixtures, StepError> {
-        self.run.fixtures.as_ref().ok_or_else(|| {
-            StepError::Failed("no fixtures command is configured (cases.fixtures in lynkeus.config.json)".into())
-        })
+    async fn request(&self, command: &str, params: &Map<String, Value>) -> Result<Value, StepError> {
+        self.run.project.fixture(command, params).await.map_err(|e| StepError::Failed(e.to_string()))
     }
 
     pub(super) async fn fixture(&mut self, verb: &str, value: &Value) -> StepResult {
@@ -97,7 +97,7 @@ impl<D: Device> Attempt<'_, D> {
         };
         let alias = params.remove("as").and_then(|a| a.as_str().map(str::to_owned));
         let params = self.with_refs(&params)?;
-        let answer = self.fixtures()?.request(verb, &params).await.map_err(|e| StepError::Failed(e.to_string()))?;
+        let answer = self.request(verb, &params).await?;
         for field in self.run.config.refs.values() {
             if let Some(id) = answer.get(field) {
                 self.latest.insert(field.clone(), id.clone());
@@ -132,8 +132,7 @@ impl<D: Device> Attempt<'_, D> {
             Some(answer) => answer.clone(),
             None => {
                 let inspect = self.run.config.inspect.clone();
-                let answer =
-                    self.fixtures()?.request(&inspect, &query).await.map_err(|e| StepError::Failed(e.to_string()))?;
+                let answer = self.request(&inspect, &query).await?;
                 self.inspect_cache.insert(key, answer.clone());
                 answer
             }
@@ -156,27 +155,16 @@ impl<D: Device> Attempt<'_, D> {
             },
             other => return Err(StepError::Failed(format!("exec takes a command, not {other}"))),
         };
-        let child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg(&run)
-            .current_dir(&self.run.config.base)
-            .kill_on_drop(true)
-            .output();
-        let output = match tokio::time::timeout(EXEC_TIMEOUT, child).await {
-            Err(_) => return Err(StepError::Failed(format!("exec: `{run}` did not finish within 120 s"))),
-            Ok(Err(e)) => return Err(StepError::Failed(format!("exec: cannot run `{run}`: {e}"))),
-            Ok(Ok(output)) => output,
-        };
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-            let code = output.status.code().map_or("a signal".to_owned(), |c| c.to_string());
+        let output = self.run.project.exec(&run).await.map_err(|e| StepError::Failed(format!("exec: {e}")))?;
+        if output.code != Some(0) {
+            let last = output.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let code = output.code.map_or("a signal".to_owned(), |c| c.to_string());
             return Err(StepError::Failed(
                 format!("exec: `{run}` exited with {code}: {last}").trim_end_matches(": ").to_owned(),
             ));
         }
         if let Some(alias) = alias {
-            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            let stdout = output.stdout;
             let kept = first_json_object(&stdout).unwrap_or_else(|| serde_json::json!({ "out": stdout }));
             self.scope.insert(alias, kept);
         }

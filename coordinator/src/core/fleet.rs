@@ -220,7 +220,8 @@ impl Core {
                     run.publish(update);
                 }
             }
-            Some(Kind::Register(_)) | None => {}
+            // Project calls go to the relay before they reach the owner task.
+            Some(Kind::Register(_) | Kind::ProjectCall(_)) | None => {}
         }
     }
 
