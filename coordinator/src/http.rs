@@ -39,8 +39,11 @@ pub struct HttpState {
     pub handle: Handle,
     pub metrics: Arc<Metrics>,
     pub store: Store,
-    /// Required of every request but `/healthz`, when set.
+    /// Required of every request but `/healthz` and the push endpoints, when set.
     pub read_token: Option<Arc<str>>,
+    /// The key `lynkeus report push` must present (the client token), when set.
+    pub push_token: Option<Arc<str>>,
+    pub pushes: crate::push::SharedPushes,
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -48,6 +51,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .merge(crate::dashboard::routes())
+        .merge(crate::push::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -111,8 +115,10 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
     if let Some(problem) = uri_problem(request.uri()) {
         return refuse(StatusCode::BAD_REQUEST, problem);
     }
+    // `lynkeus report push` presents its own key (see `push.rs`).
     if let Some(token) = &state.read_token
         && request.uri().path() != "/healthz"
+        && !request.uri().path().starts_with("/v1/")
         && !authorized(request.headers(), token)
     {
         let mut response = refuse(

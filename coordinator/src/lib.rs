@@ -8,6 +8,7 @@ pub mod http;
 mod incoming;
 pub mod metrics;
 pub mod policy;
+pub mod push;
 pub mod relay;
 pub mod scheduler;
 pub mod service;

@@ -339,8 +339,14 @@ pub async fn serve_with(
     let tasks = tokio_util::task::TaskTracker::new();
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
-        let state =
-            HttpState { handle: handle.clone(), metrics, store: store.clone(), read_token: tokens.read.clone() };
+        let state = HttpState {
+            handle: handle.clone(),
+            metrics,
+            store: store.clone(),
+            read_token: tokens.read.clone(),
+            push_token: tokens.client.as_deref().map(Arc::from),
+            pushes: Arc::default(),
+        };
         let router = crate::http::router(state);
         tasks.spawn(tracing::Instrument::instrument(
             crate::http::serve(http, router, shutdown.clone(), tasks.clone()),

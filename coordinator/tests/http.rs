@@ -14,12 +14,15 @@ use tokio_util::sync::CancellationToken;
 
 /// A coordinator on SQLite with its HTTP port; the port's address.
 async fn coordinator(read_token: Option<&str>) -> (String, CancellationToken) {
+    coordinator_with(Tokens { read: read_token.map(Into::into), ..Tokens::default() }).await
+}
+
+async fn coordinator_with(tokens: Tokens) -> (String, CancellationToken) {
     let path = std::env::temp_dir().join(format!("argus-http-{}-{}.db", std::process::id(), rand::random::<u32>()));
     let store = Store::open(&format!("sqlite:{}", path.display())).await.unwrap();
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = http.local_addr().unwrap().to_string();
-    let tokens = Tokens { read: read_token.map(Into::into), ..Tokens::default() };
     let options = Options { tokens, http: Some(http), ..Options::default() };
     let cancel = CancellationToken::new();
     tokio::spawn(argus_coordinator::serve_with(grpc, store, options, cancel.clone()));
@@ -105,5 +108,77 @@ async fn a_client_that_never_finishes_its_headers_is_let_go() {
     assert!(read.is_ok(), "the connection was held open");
     let waited = started.elapsed();
     assert!(waited >= Duration::from_secs(9) && waited < Duration::from_secs(14), "closed after {waited:?}");
+    cancel.cancel();
+}
+
+/// Runs the spec's `report push` client against `base`; one JSON object per
+/// request it made.
+fn report_push(base: &str, key: &str, run_dir: &std::path::Path, project: &str) -> Vec<serde_json::Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/report_push.py");
+    let output = std::process::Command::new("python3")
+        .arg(script)
+        .args([base, key])
+        .arg(run_dir)
+        .arg(project)
+        .output()
+        .expect("python3 runs the report-push client");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.stderr.is_empty(), "{}", String::from_utf8_lossy(&output.stderr));
+    printed.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+// Two threads: the client is a blocking child process, the coordinator
+// serves meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lynkeus_report_push_lands_a_run_in_the_history() {
+    let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
+    let (addr, cancel) = coordinator_with(tokens).await;
+    let base = format!("http://{addr}");
+    let dir = std::env::temp_dir().join(format!("argus-push-{}-{}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir_all(dir.join("pay")).unwrap();
+    std::fs::write(dir.join("pay/01-app-see-sent.png"), b"not really a png").unwrap();
+    let run = r#"{"schema":1,"startedAt":"2026-01-02T03:00:00.000Z","finishedAt":"2026-01-02T03:01:00.000Z","platform":"ios","native":false,"totals":{"cases":1,"passed":1,"failed":0,"unsupported":0,"retried":1}}"#;
+    let failed = r#"{"id":"pay","title":"Paying a friend","file":"cases/pay.md","attempt":1,"result":"failed","startedAt":"2026-01-02T03:00:01.000Z","ms":1200,"steps":[{"step":"app.see Sent","status":"failed","ms":3000,"error":"not on screen: Sent","section":"steps","screenshot":"pay/01-app-see-sent.png"}],"evidence":{"why":"the transfer was refused"}}"#;
+    let passed = r#"{"id":"pay","title":"Paying a friend","file":"cases/pay.md","attempt":2,"result":"passed","startedAt":"2026-01-02T03:00:30.000Z","ms":1200,"steps":[{"step":"app.see Sent","status":"passed","ms":5,"section":"steps"}]}"#;
+    std::fs::write(dir.join("run.json"), run).unwrap();
+    std::fs::write(dir.join("cases.jsonl"), format!("{failed}\n{passed}\n")).unwrap();
+
+    let wrong = report_push(&base, "nope", &dir, "shop");
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert_eq!(wrong[0]["status"], 401);
+    assert!(wrong[0]["body"]["error"].as_str().unwrap().contains("LYNKEUS_REPORTS_KEY"), "{wrong:?}");
+
+    let sent = report_push(&base, "c-key", &dir, "shop");
+    let steps: Vec<(&str, u64)> =
+        sent.iter().map(|s| (s["step"].as_str().unwrap(), s["status"].as_u64().unwrap())).collect();
+    assert_eq!(
+        steps,
+        [("create", 201), ("cases", 204), ("file pay/01-app-see-sent.png", 402), ("finish", 200)],
+        "{sent:?}"
+    );
+    let id = sent[0]["body"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent[0]["body"]["url"], format!("http://{addr}/runs/{id}"));
+    assert_eq!(sent[3]["body"]["url"], format!("http://{addr}/runs/{id}"));
+
+    // In the history, marked as pushed, with its cases, lines and case page.
+    let read = "authorization: Bearer r-secret\r\n";
+    let (status, body) = get(&addr, b"/api/v1/runs?project=shop", read).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&id) && body.contains("lynkeus report push"), "{body}");
+    let (status, body) = get(&addr, format!("/api/v1/runs/{id}/cases.jsonl").as_bytes(), read).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(failed) && body.contains(passed), "the lines to the byte: {body}");
+    let (status, body) = get(&addr, b"/api/v1/cases/pay?project=shop", read).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&id), "{body}");
+    let (status, body) = get(&addr, b"/cases/pay?project=shop", read).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A schema it does not read, in lynkeus' words.
+    std::fs::write(dir.join("run.json"), run.replace(r#""schema":1"#, r#""schema":2"#)).unwrap();
+    let refused = report_push(&base, "c-key", &dir, "shop");
+    assert_eq!(refused[0]["status"], 422);
+    assert_eq!(refused[0]["body"]["error"], "run schema 2 is not one this service reads (1)");
+    std::fs::remove_dir_all(dir).unwrap();
     cancel.cancel();
 }

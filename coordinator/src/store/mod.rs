@@ -13,6 +13,7 @@ macro_rules! run_select {
 
 mod case_days;
 mod dashboard;
+mod import;
 mod rows;
 
 use std::collections::{HashMap, HashSet};
@@ -21,6 +22,7 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 
+pub use import::{ImportedRun, PUSHED};
 pub use rows::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -589,39 +591,10 @@ impl Store {
     }
 
     pub async fn finish_run(&self, run_id: &str, finished_at: i64, manifest_json: &str) -> Result<(), StoreError> {
-        // The columns the runs list filters on, from the manifest: a run cut
-        // short has no totals.
-        let manifest: Option<argus_proto::run::RunManifest> = serde_json::from_str(manifest_json).ok();
-        let platform = manifest.as_ref().and_then(|m| m.platform.clone());
-        let totals = manifest.and_then(|m| m.totals);
-        let result = match &totals {
-            Some(t) if t.failed > 0 => "failed",
-            Some(_) => "passed",
-            None => "cancelled",
-        };
-        let count = |pick: fn(&argus_proto::run::RunTotals) -> u64| totals.as_ref().map(|t| pick(t) as i64);
         // The run's end and what it adds to the flaky-and-slow summary
         // commit together.
         let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(
-            "UPDATE runs SET finished_at = $1, manifest_json = $2, platform = $3, result = $4, cases = $5, \
-             passed = $6, failed = $7, retried = $8, waiting_reason = NULL WHERE id = $9",
-        )
-        .bind(finished_at)
-        .bind(manifest_json)
-        .bind(platform)
-        .bind(result)
-        .bind(count(|t| t.cases))
-        .bind(count(|t| t.passed))
-        .bind(count(|t| t.failed))
-        .bind(count(|t| t.retried))
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() == 0 {
-            return Err(StoreError::NoRun(run_id.to_owned()));
-        }
-        case_days::count_ended(&mut tx).await?;
+        finish_run_in(&mut tx, run_id, finished_at, manifest_json).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -889,6 +862,45 @@ async fn insert_pending(
 }
 
 /// Cases' final results (run, case, result), one statement per chunk.
+/// Ends a run inside `tx`: its end, the columns the runs list filters on
+/// (from the manifest; a run cut short has no totals), and what it adds to
+/// the flaky-and-slow summary.
+async fn finish_run_in(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    run_id: &str,
+    finished_at: i64,
+    manifest_json: &str,
+) -> Result<(), StoreError> {
+    let manifest: Option<argus_proto::run::RunManifest> = serde_json::from_str(manifest_json).ok();
+    let platform = manifest.as_ref().and_then(|m| m.platform.clone());
+    let totals = manifest.and_then(|m| m.totals);
+    let result = match &totals {
+        Some(t) if t.failed > 0 => "failed",
+        Some(_) => "passed",
+        None => "cancelled",
+    };
+    let count = |pick: fn(&argus_proto::run::RunTotals) -> u64| totals.as_ref().map(|t| pick(t) as i64);
+    let updated = sqlx::query(
+        "UPDATE runs SET finished_at = $1, manifest_json = $2, platform = $3, result = $4, cases = $5, \
+         passed = $6, failed = $7, retried = $8, waiting_reason = NULL WHERE id = $9",
+    )
+    .bind(finished_at)
+    .bind(manifest_json)
+    .bind(platform)
+    .bind(result)
+    .bind(count(|t| t.cases))
+    .bind(count(|t| t.passed))
+    .bind(count(|t| t.failed))
+    .bind(count(|t| t.retried))
+    .bind(run_id)
+    .execute(&mut **tx)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(StoreError::NoRun(run_id.to_owned()));
+    }
+    case_days::count_ended(tx).await
+}
+
 async fn update_case_results(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     results: &[(String, String, String)],
