@@ -19,78 +19,132 @@ fn text_of<'a>(element: &'a Value, key: &str) -> Option<&'a str> {
     element.get(key).and_then(Value::as_str)
 }
 
-/// A screen as lynkeus lists it: a header (`route (a > b) +modal#id busy ·
-/// N hidden: …`), then one line per element (`[i ]kind[ #id][ "label"]
-/// [ value="…"][ !disabled][ ~covered][ ~inert]`), the index only where the
-/// name is not unique, and `… N more` past `limit`.
+fn hidden(element: &Value) -> Option<&str> {
+    text_of(element, "hidden").filter(|h| !h.is_empty())
+}
+
+fn label_of(element: &Value) -> Option<&str> {
+    text_of(element, "text").or_else(|| text_of(element, "accessibilityLabel"))
+}
+
+/// A screen as lynkeus' `describeScreen` lists it: a header (`route (a > b)
+/// +modal#id busy · N hidden: 2 behind-modal`), then one line per element
+/// that names itself (`[i ]kind[ #id][ "label"][ value="…"[ placeholder="…"]
+/// [ *focused]][ !disabled][ ~covered][ ~reason]`), the index only where the
+/// name is missing or shared, and `… N more` past `limit`. Strings are
+/// quoted as JSON, as JavaScript's `JSON.stringify` does.
 pub fn describe_screen(screen: &Value, limit: usize) -> String {
-    let route = text_of(screen, "route").unwrap_or("(no route)");
-    let mut header = route.to_owned();
-    let path: Vec<&str> = screen
+    let quote = |s: &str| Value::String(s.to_owned()).to_string();
+    let present = |e: &Value, key: &str| e.get(key).is_some_and(|v| !v.is_null());
+    let truthy = |e: &Value, key: &str| match e.get(key) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    };
+    let elements: &[Value] = screen.get("elements").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    let kind = |e: &'_ Value| text_of(e, "kind").unwrap_or("view").to_owned();
+    // Plain views are layout; one that names itself is content.
+    let named: Vec<&Value> = elements
+        .iter()
+        .filter(|e| kind(e) != "view" || present(e, "accessibilityLabel") || present(e, "testId"))
+        .collect();
+    // What sits inside a button is the button.
+    let inside_button = |e: &Value| {
+        let mut parent = e.get("parent").and_then(Value::as_u64);
+        let mut hops = 0;
+        while let Some(p) = parent.and_then(|p| usize::try_from(p).ok()).filter(|_| hops < elements.len()) {
+            let Some(up) = elements.get(p) else { break };
+            if text_of(up, "kind") == Some("button") {
+                return true;
+            }
+            parent = up.get("parent").and_then(Value::as_u64);
+            hops += 1;
+        }
+        false
+    };
+    let listed: Vec<&Value> = named
+        .iter()
+        .copied()
+        .filter(|e| matches!(hidden(e), None | Some("inert")) && !(kind(e) == "view" && inside_button(e)))
+        .collect();
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for reason in named.iter().filter_map(|e| hidden(e)).filter(|h| *h != "inert") {
+        match counts.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((reason, 1)),
+        }
+    }
+    let route = text_of(screen, "route");
+    let trail: Vec<&str> = screen
         .get("path")
         .and_then(Value::as_array)
         .map(|p| p.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let joined = path.join(" > ");
-    if !path.is_empty() && joined != route {
-        header.push_str(&format!(" ({joined})"));
+    let trail = trail.join(" > ");
+    let mut header = route.unwrap_or("?").to_owned();
+    if Some(trail.as_str()) != route {
+        header.push_str(&format!(" ({trail})"));
     }
     if let Some(layer) = screen.get("presenting").filter(|p| !p.is_null()) {
-        let kind = if layer.get("modal") == Some(&Value::Bool(true)) { "modal" } else { "overlay" };
-        header.push_str(&format!(" +{kind}"));
-        if let Some(id) = text_of(layer, "testId") {
+        header.push_str(if truthy(layer, "modal") { " +modal" } else { " +overlay" });
+        if let Some(id) = text_of(layer, "testId").filter(|id| !id.is_empty()) {
             header.push_str(&format!("#{id}"));
         }
     }
-    if screen.get("busy") == Some(&Value::Bool(true)) {
+    if truthy(screen, "busy") {
         header.push_str(" busy");
     }
-    let elements = screen.get("elements").and_then(Value::as_array).cloned().unwrap_or_default();
-    let name = |e: &Value| -> Option<String> {
-        text_of(e, "testId")
-            .map(|id| format!("#{id}"))
-            .or_else(|| text_of(e, "text").or_else(|| text_of(e, "accessibilityLabel")).map(|l| format!("{l:?}")))
-    };
-    let hidden: Vec<String> = elements
-        .iter()
-        .filter_map(|e| {
-            let reason = text_of(e, "hidden").filter(|r| *r != "inert")?;
-            Some(format!("{} {reason}", name(e).unwrap_or_else(|| text_of(e, "kind").unwrap_or("view").to_owned())))
-        })
-        .collect();
-    if !hidden.is_empty() {
-        header.push_str(&format!(" · {} hidden: {}", hidden.len(), hidden.join(", ")));
+    let hidden_total: usize = counts.iter().map(|(_, n)| n).sum();
+    if hidden_total > 0 {
+        let each: Vec<String> = counts.iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+        header.push_str(&format!(" · {hidden_total} hidden: {}", each.join(", ")));
     }
-    let listed: Vec<&Value> = elements
-        .iter()
-        .filter(|e| matches!(text_of(e, "hidden"), None | Some("inert")))
-        .filter(|e| name(e).is_some() || e.get("value").is_some())
-        .collect();
-    let mut lines = vec![header];
-    for element in listed.iter().take(limit) {
-        let own = name(element);
-        let unique = listed.iter().filter(|e| name(e) == own).count() == 1;
-        let mut line = String::new();
-        if !unique {
-            line.push_str(&format!("{} ", element.get("i").and_then(Value::as_u64).unwrap_or(0)));
+    let name_of = |e: &Value| {
+        text_of(e, "testId")
+            .filter(|id| !id.is_empty())
+            .map(|id| format!("#{id}"))
+            .or_else(|| label_of(e).map(str::to_owned))
+    };
+    let mut uses: Vec<(String, usize)> = Vec::new();
+    for name in listed.iter().filter_map(|e| name_of(e)) {
+        match uses.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => uses.push((name, 1)),
         }
-        line.push_str(text_of(element, "kind").unwrap_or("view"));
-        if let Some(id) = text_of(element, "testId") {
+    }
+    let mut lines = vec![header];
+    for e in listed.iter().take(limit) {
+        let mut line = String::new();
+        let unique = name_of(e).is_some_and(|name| uses.iter().any(|(n, count)| *n == name && *count == 1));
+        if !unique {
+            line.push_str(&format!("{} ", e.get("i").map_or("undefined".to_owned(), |i| i.to_string())));
+        }
+        line.push_str(&kind(e));
+        if let Some(id) = text_of(e, "testId").filter(|id| !id.is_empty()) {
             line.push_str(&format!(" #{id}"));
         }
-        if let Some(label) = text_of(element, "text").or_else(|| text_of(element, "accessibilityLabel")) {
-            line.push_str(&format!(" {label:?}"));
+        // A label that only repeats the testId says nothing new.
+        if let Some(label) = label_of(e).filter(|l| !l.is_empty() && Some(*l) != text_of(e, "testId")) {
+            line.push_str(&format!(" {}", quote(label)));
         }
-        if let Some(value) = text_of(element, "value") {
-            line.push_str(&format!(" value={value:?}"));
+        if kind(e) == "input" {
+            line.push_str(&format!(" value={}", quote(text_of(e, "value").unwrap_or(""))));
+            if let Some(placeholder) = text_of(e, "placeholder").filter(|p| !p.is_empty()) {
+                line.push_str(&format!(" placeholder={}", quote(placeholder)));
+            }
+            if truthy(e, "focused") {
+                line.push_str(" *focused");
+            }
+        } else if let Some(value) = text_of(e, "value") {
+            line.push_str(&format!(" value={}", quote(value)));
         }
-        if element.get("enabled") == Some(&Value::Bool(false)) {
+        if !truthy(e, "enabled") {
             line.push_str(" !disabled");
         }
-        if element.get("covered") == Some(&Value::Bool(true)) {
+        if truthy(e, "covered") {
             line.push_str(" ~covered");
         }
-        if let Some(reason) = text_of(element, "hidden") {
+        if let Some(reason) = hidden(e) {
             line.push_str(&format!(" ~{reason}"));
         }
         lines.push(line);
@@ -194,14 +248,36 @@ mod tests {
                 {"i": 4, "kind": "input", "testId": "pw", "value": "•••"}
             ]
         });
-        let text = describe_screen(&screen, 3);
+        let text = describe_screen(&screen, 4);
         assert_eq!(
             text,
-            "Settings (Main > Settings) +modal#confirm busy · 1 hidden: #dark behind-modal\n\
+            "Settings (Main > Settings) +modal#confirm busy · 1 hidden: 1 behind-modal\n\
              1 button \"Like\" !disabled ~covered\n\
-             2 button \"Like\"\n\
-             view #confirm\n\
-             … 1 more"
+             2 button \"Like\" !disabled\n\
+             view #confirm !disabled\n\
+             input #pw value=\"•••\" !disabled"
+        );
+    }
+
+    #[test]
+    fn inputs_show_their_value_and_placeholder_and_names_are_json() {
+        let screen = json!({
+            "route": "Login", "path": [],
+            "elements": [
+                {"i": 0, "kind": "input", "testId": "email", "placeholder": "you@mail.com", "focused": true, "enabled": true},
+                {"i": 1, "kind": "text", "text": "Say \"hi\"", "enabled": true},
+                {"i": 2, "kind": "view", "enabled": true},
+                {"i": 3, "kind": "button", "testId": "go", "text": "go", "enabled": true},
+                {"i": 4, "kind": "view", "testId": "icon", "parent": 3, "enabled": true},
+                {"i": 5, "kind": "image", "enabled": true, "hidden": "a11y"}
+            ]
+        });
+        assert_eq!(
+            describe_screen(&screen, 40),
+            "Login () · 1 hidden: 1 a11y\n\
+             input #email value=\"\" placeholder=\"you@mail.com\" *focused\n\
+             text \"Say \\\"hi\\\"\"\n\
+             button #go"
         );
     }
 }
