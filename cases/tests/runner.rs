@@ -35,7 +35,8 @@ impl Fake {
         json!([
             {"i": 0, "kind": "button", "testId": "refresh", "frame": {"x": 0, "y": 0, "w": 100, "h": 40}, "enabled": true, "depth": 0},
             {"i": 1, "kind": "text", "text": "Hello", "frame": {"x": 0, "y": 50, "w": 100, "h": 20}, "enabled": true, "depth": 0},
-            {"i": 2, "kind": "text", "text": "25 points", "frame": {"x": 0, "y": 80, "w": 100, "h": 20}, "enabled": true, "depth": 0}
+            {"i": 2, "kind": "text", "text": "25 points", "frame": {"x": 0, "y": 80, "w": 100, "h": 20}, "enabled": true, "depth": 0},
+            {"i": 3, "kind": "button", "testId": "off", "frame": {"x": 0, "y": 110, "w": 100, "h": 40}, "enabled": false, "depth": 0}
         ])
     }
 
@@ -63,6 +64,10 @@ impl Device for Fake {
 
     async fn call(&self, method: &str, params: Option<Value>, _timeout: Duration) -> Result<Value, CallFailure> {
         self.calls.lock().unwrap().push((method.to_owned(), params.clone()));
+        if method == "stores" {
+            // A host that takes a while to say it has no such method.
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
         let fail = |message: &str| Err(CallFailure { message: message.to_owned(), code: None });
         match method {
             "screen" => Ok(
@@ -163,6 +168,7 @@ async fn unsupported_stops_the_case_without_evidence() {
             (StepStatus::Skipped, None)
         ]
     );
+    assert!(case.steps[1].ms >= 30, "an unsupported step records its time: {} ms", case.steps[1].ms);
     assert_eq!(case.steps[2].ms, 0);
     assert!(case.evidence.is_none());
 }
@@ -177,7 +183,10 @@ async fn a_failure_leaves_evidence_and_stops_the_case() {
     assert_eq!(statuses(&case), [StepStatus::Failed, StepStatus::Skipped]);
     assert_eq!(case.steps[0].error.as_deref(), Some("not on screen: \"Goodbye\""));
     let evidence = case.evidence.unwrap();
-    assert_eq!(evidence.screen.unwrap(), "Profile.Main\nbutton #refresh\ntext \"Hello\"\ntext \"25 points\"");
+    assert_eq!(
+        evidence.screen.unwrap(),
+        "Profile.Main\nbutton #refresh\ntext \"Hello\"\ntext \"25 points\"\nbutton #off !disabled"
+    );
     assert_eq!(evidence.requests, Some(Vec::new()), "always written");
     assert_eq!(
         evidence.why.as_deref(),
@@ -201,6 +210,32 @@ async fn an_optional_press_that_is_not_there_is_skipped() {
     let wire = fake.wire();
     let after_wait = wire.iter().skip_while(|c| c["method"] != "waitFor").nth(1);
     assert_eq!(after_wait, Some(&json!({"method": "idle", "params": {"quietMs": 50, "timeoutMs": 400}})), "{wire:?}");
+}
+
+#[tokio::test]
+async fn why_names_the_steps_target_not_an_interruptions() {
+    let mut fake = Fake::new(&[]);
+    fake.wait_fails = true;
+    let mut config = CasesConfig::defaults(&PathBuf::from("."));
+    // A pop-up that is always there: its press runs before the step.
+    config.interruptions =
+        serde_json::from_value(json!([{"see": "#refresh", "do": [{"app.press": "#refresh"}]}])).unwrap();
+    let context =
+        RunContext { project: Arc::new(LocalProject::of(&config)), config, collect_events: false, keep_going: false };
+    let case = run(
+        &fake,
+        "---\nid: w\n---\nsteps:\n  - app.wait: { target: \"#off\", gone: true, timeoutMs: 100 }\n",
+        &context,
+    )
+    .await;
+    assert_eq!(case.result, CaseResult::Failed);
+    assert!(fake.methods().contains(&"press".to_owned()), "the interruption ran");
+    assert_eq!(
+        case.evidence.unwrap().why.as_deref(),
+        Some(
+            "  • #off is on the screen but disabled: a form is not valid yet, or a request it depends on is in flight."
+        )
+    );
 }
 
 #[tokio::test]
