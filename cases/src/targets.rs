@@ -88,7 +88,7 @@ mod tests {
     fn the_target_vectors() {
         let cases = [
             ("#next-button", json!({"testId": "next-button"})),
-            ("100,200", json!({"x": 100.0, "y": 200.0})),
+            ("100,200", json!({"x": 100, "y": 200})),
             ("12", json!({"i": 12})),
             ("Some label", json!({"text": "Some label"})),
             ("#a,b", json!({"testId": "a,b"})),
@@ -110,7 +110,7 @@ mod tests {
         let t = scoped_target("#like-message-button", Some("#feed"), Some(2)).unwrap();
         assert_eq!(json_of(&t), json!({"testId": "like-message-button", "nth": 2, "within": {"testId": "feed"}}));
         let t = scoped_target("100,200", Some("#feed"), None).unwrap();
-        assert_eq!(json_of(&t), json!({"x": 100.0, "y": 200.0}));
+        assert_eq!(json_of(&t), json!({"x": 100, "y": 200}));
         assert_eq!(scoped_target("#x", Some("3"), None).unwrap_err(), "--in takes a #testId or a text");
     }
 

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod connect;
+pub mod number;
 pub mod run;
 pub mod trace;
 pub mod wire;

@@ -164,7 +164,12 @@ pub struct RunStep {
     /// Relative to the run directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screenshot: Option<String>,
-    #[serde(default, rename = "videoS", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "videoS",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::number::js_opt"
+    )]
     pub video_s: Option<f64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

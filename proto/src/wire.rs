@@ -297,7 +297,9 @@ pub enum Target {
         i: usize,
     },
     Point {
+        #[serde(serialize_with = "crate::number::js")]
         x: f64,
+        #[serde(serialize_with = "crate::number::js")]
         y: f64,
     },
 }
@@ -382,9 +384,13 @@ impl HiddenReason {
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Frame {
+    #[serde(serialize_with = "crate::number::js")]
     pub x: f64,
+    #[serde(serialize_with = "crate::number::js")]
     pub y: f64,
+    #[serde(serialize_with = "crate::number::js")]
     pub w: f64,
+    #[serde(serialize_with = "crate::number::js")]
     pub h: f64,
 }
 
@@ -400,13 +406,17 @@ impl Frame {
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Point {
+    #[serde(serialize_with = "crate::number::js")]
     pub x: f64,
+    #[serde(serialize_with = "crate::number::js")]
     pub y: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Size {
+    #[serde(serialize_with = "crate::number::js")]
     pub w: f64,
+    #[serde(serialize_with = "crate::number::js")]
     pub h: f64,
 }
 
@@ -565,7 +575,9 @@ pub enum TraceKind {
         error: Option<String>,
     },
     Touch {
+        #[serde(serialize_with = "crate::number::js")]
         x: f64,
+        #[serde(serialize_with = "crate::number::js")]
         y: f64,
         #[serde(default, rename = "testId", skip_serializing_if = "Option::is_none")]
         test_id: Option<String>,
@@ -623,7 +635,9 @@ pub struct PressParams {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PressResult {
+    #[serde(serialize_with = "crate::number::js")]
     pub x: f64,
+    #[serde(serialize_with = "crate::number::js")]
     pub y: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub element: Option<Element>,
@@ -666,7 +680,7 @@ pub struct SwipeParams {
     pub direction: Option<Direction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "crate::number::js_opt")]
     pub distance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<Point>,
@@ -853,7 +867,7 @@ mod tests {
             (json!({"testId": "next"}), Target::test_id("next")),
             (json!({"text": "Log in", "nth": 1}), Target::Text { text: "Log in".into(), nth: Some(1), within: None }),
             (json!({"i": 4}), Target::Index { i: 4 }),
-            (json!({"x": 10.5, "y": 20.0}), Target::Point { x: 10.5, y: 20.0 }),
+            (json!({"x": 10.5, "y": 20}), Target::Point { x: 10.5, y: 20.0 }),
             (
                 json!({"testId": "like", "within": {"text": "Ada"}}),
                 Target::TestId { test_id: "like".into(), nth: None, within: Some(Scope::Text { text: "Ada".into() }) },
@@ -882,7 +896,7 @@ mod tests {
             {"seq": 3, "t": 7, "kind": "store", "store": "cart", "changed": {"n": {"from": 1, "to": 2}}},
             {"seq": 4, "t": 8, "kind": "event", "name": "Tap", "props": {"a": 1}, "route": "Home"},
             {"seq": 5, "t": 9, "kind": "command", "method": "press", "ms": 50},
-            {"seq": 6, "t": 10, "kind": "touch", "x": 1.0, "y": 2.0, "testId": "go"},
+            {"seq": 6, "t": 10, "kind": "touch", "x": 1, "y": 2, "testId": "go"},
             {"seq": 7, "t": 11, "kind": "stall", "renders": 100, "windowMs": 1000},
             {"seq": 8, "t": 12, "kind": "crash", "message": "boom"},
             {"seq": 9, "t": 13, "kind": "hologram", "depth": 3}

@@ -54,7 +54,7 @@ async fn screen_reports_route_path_elements_and_layers() {
     let screen = ok(&app, "screen", Value::Null).await;
     assert_eq!(screen["route"], "Home");
     assert_eq!(screen["path"], json!(["Main", "Home"]));
-    assert_eq!(screen["window"], json!({"w": 390.0, "h": 844.0}));
+    assert_eq!(screen["window"], json!({"w": 390, "h": 844}));
     assert_eq!(screen["busy"], false);
     assert!(screen["costMs"].is_u64(), "whole milliseconds, as Date.now() differences are: {}", screen["costMs"]);
     let elements = screen["elements"].as_array().unwrap();
@@ -152,7 +152,7 @@ async fn press_at_a_point_touches_what_is_there() {
     let login = ok(&app, "find", json!({"testId": "login"})).await;
     let (x, y) = (login["frame"]["x"].as_f64().unwrap() + 5.0, login["frame"]["y"].as_f64().unwrap() + 5.0);
     let pressed = ok(&app, "press", json!({"x": x, "y": y})).await;
-    assert_eq!(pressed, json!({"x": x, "y": y, "mode": "native"}));
+    assert_eq!(pressed, json!({"x": x as i64, "y": y as i64, "mode": "native"}));
     assert_eq!(route(&app).await, "Login");
 }
 
@@ -204,7 +204,7 @@ async fn swipe_needs_a_direction_and_scrolls_lists() {
     let app = shop();
     assert_eq!(err(&app, "swipe", json!({})).await.0, "swipe needs a direction, a target, or from/to points");
     let swiped = ok(&app, "swipe", json!({"direction": "left"})).await;
-    assert_eq!(swiped, json!({"from": {"x": 312.0, "y": 422.0}, "to": {"x": 78.0, "y": 422.0}}));
+    assert_eq!(swiped, json!({"from": {"x": 312, "y": 422}, "to": {"x": 78, "y": 422}}));
 
     ok(&app, "navigate", json!({"name": "Feed"})).await;
     let before = ok(&app, "find", json!({"text": "Cy's rug"})).await;
