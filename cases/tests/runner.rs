@@ -100,7 +100,13 @@ impl Device for Fake {
 
 fn context(collect_events: bool) -> RunContext {
     let config = CasesConfig::defaults(&PathBuf::from("."));
-    RunContext { project: Arc::new(LocalProject::of(&config)), config, collect_events, keep_going: false }
+    RunContext {
+        project: Arc::new(LocalProject::of(&config)),
+        config,
+        collect_events,
+        keep_going: false,
+        pictures: None,
+    }
 }
 
 async fn run(fake: &Fake, case: &str, context: &RunContext) -> RunCase {
@@ -220,8 +226,13 @@ async fn why_names_the_steps_target_not_an_interruptions() {
     // A pop-up that is always there: its press runs before the step.
     config.interruptions =
         serde_json::from_value(json!([{"see": "#refresh", "do": [{"app.press": "#refresh"}]}])).unwrap();
-    let context =
-        RunContext { project: Arc::new(LocalProject::of(&config)), config, collect_events: false, keep_going: false };
+    let context = RunContext {
+        project: Arc::new(LocalProject::of(&config)),
+        config,
+        collect_events: false,
+        keep_going: false,
+        pictures: None,
+    };
     let case = run(
         &fake,
         "---\nid: w\n---\nsteps:\n  - app.wait: { target: \"#off\", gone: true, timeoutMs: 100 }\n",
@@ -294,7 +305,8 @@ async fn the_fixtures_wire_for_the_template_case() {
     let mut config = CasesConfig::defaults(&PathBuf::from("."));
     config.refs.insert("user".into(), "user_id".into());
     let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
-    let context = RunContext { config, project: project.clone(), collect_events: false, keep_going: false };
+    let context =
+        RunContext { config, project: project.clone(), collect_events: false, keep_going: false, pictures: None };
     assert_eq!(
         project.fixtures.as_ref().unwrap().describe().await.unwrap(),
         Some(vec!["create_user".to_owned(), "give_points".to_owned(), "inspect".to_owned()])
@@ -354,7 +366,8 @@ async fn a_macro_with_conditions_presses_once() {
     }))
     .unwrap();
     let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
-    let context = RunContext { config, project: project.clone(), collect_events: false, keep_going: false };
+    let context =
+        RunContext { config, project: project.clone(), collect_events: false, keep_going: false, pictures: None };
     let text = "---\nid: m\n---\nsetup:\n  - create_user: { as: u }\nsteps:\n  - app.enter: { as: u, then: \"#refresh\" }\n  - app.enter: { as: u }\n";
     let fake = Fake::new(&[]);
     let case = run(&fake, text, &context).await;

@@ -38,6 +38,11 @@ pub struct RunArgs {
     /// Keep running a case's steps after one fails (a failed setup step still stops it).
     #[arg(long = "continue")]
     keep_going: bool,
+    /// Picture the screen after every `app.*` or macro step that passed or
+    /// failed, into `<case id>/NN-<step>.png` under --out (the app's
+    /// `screenshot` command; the simulated app has one).
+    #[arg(long, requires = "out")]
+    screenshots: bool,
     #[command(flatten)]
     output: OutputArgs,
     /// How long to wait for the app to attach, in seconds.
@@ -152,6 +157,12 @@ async fn run_cases(args: RunArgs) -> ExitCode {
         project: project.clone(),
         collect_events: args.output.out.is_some(),
         keep_going: args.keep_going,
+        pictures: args.output.out.clone().filter(|_| args.screenshots).map(|root| argus_cases::runner::Pictures {
+            root,
+            every_step: true,
+            camera: None,
+            film_started: None,
+        }),
     };
     let code = tokio::select! {
         code = run_with_fixtures(&args, &cases, &run, &project, attach_timeout) => code,

@@ -92,7 +92,11 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         Err(error) => return failed(format!("cannot listen on {}: {error}", args.http)),
     };
     let dashboard = http.local_addr().map(|a| format!("http://{a}/")).unwrap_or_default();
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    let artifacts = match crate::grid::open_artifacts(&state.join("artifacts")) {
+        Ok(artifacts) => artifacts,
+        Err(error) => return failed(error),
+    };
+    let options = argus_coordinator::Options { http: Some(http), artifacts: Some(artifacts), ..Default::default() };
     tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
 
     // Eight devices: four iOS-like, four Android-like, each app on its own port.

@@ -29,6 +29,25 @@ pub struct StoreArgs {
 }
 
 #[derive(clap::Args)]
+pub struct ArtifactArgs {
+    /// Where screenshots and films of runs are kept: a folder per run,
+    /// made if it is not there.
+    #[arg(long, env = "ARGUS_ARTIFACTS", default_value = "argus-artifacts", value_name = "DIR")]
+    pub artifacts: PathBuf,
+}
+
+impl ArtifactArgs {
+    fn open(&self) -> Result<argus_coordinator::artifacts::Artifacts, String> {
+        open_artifacts(&self.artifacts)
+    }
+}
+
+/// The artifact store in `dir`.
+pub fn open_artifacts(dir: &std::path::Path) -> Result<argus_coordinator::artifacts::Artifacts, String> {
+    Ok(std::sync::Arc::new(argus_coordinator::artifacts::DirStore::open(dir.to_path_buf())?))
+}
+
+#[derive(clap::Args)]
 pub struct TokenArgs {
     /// Workers must present this token.
     #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
@@ -62,6 +81,8 @@ impl TokenArgs {
 pub struct CoordinatorArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    artifacts: ArtifactArgs,
     #[command(flatten)]
     tokens: TokenArgs,
     /// The gRPC address workers and clients connect to.
@@ -131,6 +152,8 @@ pub struct WorkerArgs {
 pub struct StandaloneArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    artifacts: ArtifactArgs,
     #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
     #[command(flatten)]
@@ -256,13 +279,26 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
         },
         _ => None,
     };
+    let artifacts = match args.artifacts.open() {
+        Ok(artifacts) => artifacts,
+        Err(error) => return failed("coordinator", format!("--artifacts: {error}")),
+    };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    eprintln!("argus coordinator: gRPC on {scheme}://{}, metrics on http://{}/metrics", args.listen, args.http);
+    eprintln!(
+        "argus coordinator: gRPC on {scheme}://{}, dashboard on http://{}/, metrics on http://{}/metrics",
+        args.listen, args.http, args.http
+    );
     let core = argus_coordinator::core::CoreConfig {
         client_grace: Duration::from_secs(args.client_grace),
         ..Default::default()
     };
-    let options = argus_coordinator::Options { tokens: args.tokens.tokens(), http: Some(http), tls, core };
+    let options = argus_coordinator::Options {
+        tokens: args.tokens.tokens(),
+        http: Some(http),
+        tls,
+        core,
+        artifacts: Some(artifacts),
+    };
     match argus_coordinator::serve_with(listener, store, options, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),
@@ -328,14 +364,17 @@ pub fn print_slots(slots: &[SlotConfig]) {
 /// A coordinator and a worker in this process; the coordinator's URL.
 pub async fn start_local(
     database_url: &str,
+    artifacts: &std::path::Path,
     listen: SocketAddr,
     slots: &SlotArgs,
     cancel: &CancellationToken,
 ) -> Result<String, String> {
     let store = Store::open(database_url).await.map_err(|e| e.to_string())?;
+    let artifacts = open_artifacts(artifacts)?;
     let listener = bind(listen).await?;
     let url = format!("http://{}", listener.local_addr().map_err(|e| e.to_string())?);
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    let options = argus_coordinator::Options { artifacts: Some(artifacts), ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let config = WorkerConfig {
         coordinator: url.clone(),
         name: "local".into(),
@@ -364,7 +403,7 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
         return failed("standalone", "give the devices' driver ports: --ports 8123-8126");
     }
     print_slots(&args.slots.slots());
-    match start_local(&args.store.database_url, args.listen, &args.slots, &cancel).await {
+    match start_local(&args.store.database_url, &args.artifacts.artifacts, args.listen, &args.slots, &cancel).await {
         Ok(url) => eprintln!("argus standalone: coordinator on {url}; Ctrl-C stops it"),
         Err(error) => return failed("standalone", error),
     }

@@ -214,7 +214,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
             let database = format!("sqlite:{}", dir.join("argus.db").display());
             print_slots(&args.slots.slots());
             let listen = "127.0.0.1:0".parse().expect("an address");
-            match start_local(&database, listen, &args.slots, &cancel).await {
+            match start_local(&database, &dir.join("artifacts"), listen, &args.slots, &cancel).await {
                 Ok(url) => {
                     let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
                         return usage("--attach-timeout takes a positive number of seconds");
@@ -440,6 +440,9 @@ pub async fn execute(
                     {
                         return usage(error);
                     }
+                    if let Some(root) = out {
+                        fetch_files(&mut client, &run_id, root, &line).await;
+                    }
                     lines.push(line);
                 }
                 Some(run_update::Kind::RunFinished(finished)) => match serde_json::from_str(&finished.manifest_json) {
@@ -510,6 +513,34 @@ pub async fn execute(
         println!("{}", submitted.dashboard_url);
     }
     if totals.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Fetches the screenshots and films `line` names into the run directory
+/// `root`, where its paths point. A file that cannot be fetched is said on
+/// stderr; the run goes on.
+async fn fetch_files<S>(client: &mut RunsClient<S>, run_id: &str, root: &std::path::Path, line: &RunCase)
+where
+    S: tonic::client::GrpcService<tonic::body::Body>,
+    S::Error: Into<tonic::codegen::StdError>,
+    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    for path in argus_proto::artifacts::files_of(line) {
+        let fetched = async {
+            let file = argus_proto::artifacts::join(root, &path)?;
+            let request = grpc::ArtifactRequest { run_id: run_id.to_owned(), path: path.clone() };
+            let mut pieces = client.artifact(request).await.map_err(|s| s.message().to_owned())?.into_inner();
+            let mut bytes = Vec::new();
+            while let Some(piece) = pieces.message().await.map_err(|s| s.message().to_owned())? {
+                bytes.extend_from_slice(&piece.data);
+            }
+            std::fs::create_dir_all(file.parent().unwrap_or(root)).map_err(|e| e.to_string())?;
+            std::fs::write(&file, bytes).map_err(|e| format!("{}: {e}", file.display()))
+        };
+        if let Err(error) = fetched.await {
+            eprintln!("argus run: cannot fetch {path} of run {run_id}: {error}");
+        }
+    }
 }
 
 /// Why watching stopped before the run did.

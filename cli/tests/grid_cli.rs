@@ -151,6 +151,86 @@ fn the_shop_suite_on_a_grid_runs_its_fixtures_in_the_client_and_matches_one_devi
     std::fs::remove_dir_all(scratch).unwrap();
 }
 
+#[test]
+fn a_failed_step_is_pictured_and_its_picture_reaches_the_store_the_run_directory_and_the_dashboard() {
+    let scratch = temp_dir("pictures");
+    let project = scratch.join("project");
+    std::fs::create_dir_all(project.join("cases")).unwrap();
+    // Fails on its first attempt, wherever it runs.
+    std::fs::write(
+        project.join("cases/red.md"),
+        "---\nid: red\n---\nsteps:\n  - app.see: \"#title\"\n  - app.see: { text: Nope, timeoutMs: 100 }\n",
+    )
+    .unwrap();
+    let (listen, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let url = format!("http://{listen}");
+    let database = format!("sqlite:{}", scratch.join("argus.db").display());
+    let artifacts = scratch.join("artifacts");
+    let coordinator_args = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http];
+    let mut coordinator = Command::new(ARGUS);
+    coordinator.current_dir(&scratch).args(coordinator_args).arg("--artifacts").arg(&artifacts);
+    let _coordinator = Killed(coordinator.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    // Worker w0's slot pictures with its hook (as `xcrun simctl io … screenshot`
+    // would); worker w1's slot has none, so the app's own `screenshot` is used.
+    let ports = [free_port(), free_port()];
+    let config = scratch.join("worker.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[slot]]\nport = {}\nhooks.screenshot = \"printf 'hook picture of %s on %s' \\\"$ARGUS_CASE\\\" {{slot}} > {{file}}\"\n",
+            ports[0]
+        ),
+    )
+    .unwrap();
+    let config_arg = config.display().to_string();
+    let w0 = ["worker", "--coordinator", &url, "--name", "w0", "--config", &config_arg];
+    let w1_port = ports[1].to_string();
+    let w1 = ["worker", "--coordinator", &url, "--name", "w1", "--ports", &w1_port];
+    let _workers = [Killed(spawn(&w0, &scratch)), Killed(spawn(&w1, &scratch))];
+    let _sims = Sims::start(&ports);
+    wait_for_devices(&url, 2);
+    // Retried once: the retry runs on the other device, so both ways of
+    // picturing are used.
+    let output = Command::new(ARGUS)
+        .current_dir(&project)
+        .args(["run", "--coordinator", &url, "--retries", "1", "--out", "out"])
+        .output()
+        .unwrap();
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{printed}");
+    let run_id = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("run ")?.split(':').next())
+        .expect("argus run prints its run id")
+        .to_owned();
+    let out = project.join("out");
+    let run = RunDir::read(&out).unwrap();
+    assert_eq!(run.cases.len(), 2, "{printed}");
+    let run_page = String::from_utf8(http_get_bytes(&http, &format!("/runs/{run_id}")).1).unwrap();
+    for attempt in &run.cases {
+        let (passed, failed) = (&attempt.steps[0], &attempt.steps[1]);
+        assert_eq!(passed.screenshot, None, "a step that passed is not pictured on a grid");
+        let path = failed.screenshot.clone().expect("the failed step names its picture");
+        let expected = argus_proto::artifacts::screenshot_path("red", attempt.attempt, 1, &failed.step);
+        assert_eq!(path, expected, "where lynkeus puts it: <case id>/NN-<slug>.png");
+        assert!(path.starts_with(if attempt.attempt == 1 { "red/02-app-see-" } else { "red/attempt-2/02-app-see-" }));
+        let in_out = std::fs::read(out.join(&path)).expect("argus run --out fetched the picture");
+        let in_store = std::fs::read(artifacts.join(&run_id).join(&path)).expect("the coordinator kept the picture");
+        assert_eq!(in_out, in_store);
+        match attempt.extra["device"]["worker"].as_str().unwrap() {
+            "w0" => assert_eq!(in_out, format!("hook picture of red on {}", ports[0]).into_bytes(), "the slot's hook"),
+            "w1" => assert!(in_out.starts_with(b"\x89PNG\r\n"), "the simulated app's picture is a PNG"),
+            other => panic!("a device of worker {other}"),
+        }
+        let (status, served) = http_get_bytes(&http, &format!("/runs/{run_id}/files/{path}"));
+        assert_eq!((status, served), (200, in_out), "the dashboard serves the picture");
+        assert!(run_page.contains(&format!("<img src=\"/runs/{run_id}/files/{path}\"")), "{run_page}");
+    }
+    let (status, _) = http_get_bytes(&http, &format!("/runs/{run_id}/files/red/..%2F..%2Fargus.db"));
+    assert_eq!(status, 400, "a path out of the run's folder is refused");
+    std::fs::remove_dir_all(scratch).unwrap();
+}
+
 mod otlp {
     //! An OTLP trace receiver: every span exported to it, with its service.
 

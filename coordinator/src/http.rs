@@ -44,6 +44,8 @@ pub struct HttpState {
     /// The key `lynkeus report push` must present (the client token), when set.
     pub push_token: Option<Arc<str>>,
     pub pushes: crate::push::SharedPushes,
+    /// Screenshots and films, when kept.
+    pub artifacts: Option<crate::artifacts::Artifacts>,
 }
 
 pub fn router(state: HttpState) -> Router {

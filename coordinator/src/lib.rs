@@ -2,6 +2,7 @@
 //! runs into attempts, leases them to devices, and records every decision in
 //! the store before acting on it.
 
+pub mod artifacts;
 pub mod core;
 pub mod dashboard;
 pub mod http;

@@ -5,8 +5,9 @@
 //!
 //! 1. `POST /v1/runs` `{project, run}` → 201 `{id, url}`;
 //! 2. `PUT /v1/runs/{id}/cases`, the raw `cases.jsonl`;
-//! 3. `PUT /v1/runs/{id}/files/{path}` per screenshot or film: 402, this
-//!    coordinator keeps none yet (lynkeus lists them as not kept);
+//! 3. `PUT /v1/runs/{id}/files/{path}` per screenshot or film: kept in the
+//!    coordinator's artifact store under the run (204); 402 when it keeps
+//!    none (lynkeus lists them as not kept);
 //! 4. `POST /v1/runs/{id}/finish` → `{url}`: the run is written to the store
 //!    in one transaction, marked as pushed.
 //!
@@ -29,6 +30,7 @@ use axum::routing::{post, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::artifacts::ArtifactError;
 use crate::http::HttpState;
 use crate::store::ImportedRun;
 
@@ -59,9 +61,12 @@ pub fn routes() -> axum::Router<HttpState> {
     axum::Router::new()
         .route("/v1/runs", post(create))
         .route("/v1/runs/{id}/cases", put(cases))
-        .route("/v1/runs/{id}/files/{*path}", put(file))
         .route("/v1/runs/{id}/finish", post(finish))
         .layer(DefaultBodyLimit::max(CASES_LIMIT))
+        .route(
+            "/v1/runs/{id}/files/{*path}",
+            put(file).layer(DefaultBodyLimit::max(argus_proto::artifacts::MAX_FILE_BYTES as usize)),
+        )
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -183,6 +188,7 @@ async fn file(
     State(state): State<HttpState>,
     Path((id, path)): Path<(String, String)>,
     headers: HeaderMap,
+    body: Bytes,
 ) -> Response {
     if let Some(refusal) = refused(&state, &headers) {
         return refusal;
@@ -190,8 +196,18 @@ async fn file(
     if !state.pushes.lock().contains_key(&id) {
         return unknown(&id);
     }
-    // lynkeus lists a 402 as "not kept on this plan" and goes on.
-    error(StatusCode::PAYMENT_REQUIRED, format!("{path}: this coordinator keeps no screenshots or films yet"))
+    let Some(artifacts) = &state.artifacts else {
+        // lynkeus lists a 402 as "not kept on this plan" and goes on.
+        return error(StatusCode::PAYMENT_REQUIRED, format!("{path}: this coordinator keeps no screenshots or films"));
+    };
+    match artifacts.put(&id, &path, body.to_vec()).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(ArtifactError::BadPath(problem)) => error(StatusCode::UNPROCESSABLE_ENTITY, problem),
+        Err(error_) => {
+            tracing::warn!(run = %id, error = %error_, "cannot keep a pushed file");
+            error(StatusCode::SERVICE_UNAVAILABLE, format!("{path}: the file could not be kept; push it again"))
+        }
+    }
 }
 
 async fn finish(State(state): State<HttpState>, Path(id): Path<String>, headers: HeaderMap) -> Response {

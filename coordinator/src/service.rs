@@ -30,6 +30,8 @@ struct Services {
     relay: Arc<ProjectRelay>,
     /// The workers' inbound streams, drained on shutdown.
     tasks: tokio_util::task::TaskTracker,
+    /// Where the runs' screenshots and films are kept; none when unset.
+    artifacts: Option<crate::artifacts::Artifacts>,
 }
 
 async fn ask<T>(handle: &Handle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
@@ -58,14 +60,28 @@ impl grpc::workers_server::Workers for Services {
         let to_worker = tx.clone();
         let link = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await??;
         let (handle, relay) = (self.handle.clone(), self.relay.clone());
+        let mut files = crate::artifacts::Assembler::new(self.artifacts.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
         self.tasks.spawn(tracing::Instrument::instrument(
             async move {
                 while let Ok(Some(message)) = inbound.message().await {
-                    if let Some(worker_message::Kind::ProjectCall(call)) = message.kind {
-                        relay.call(&to_worker, call).await;
-                        continue;
-                    }
+                    // An attempt's files are kept before its result, which
+                    // follows them on the link, reaches the owner task.
+                    let message = match message.kind {
+                        Some(worker_message::Kind::ProjectCall(call)) => {
+                            relay.call(&to_worker, call).await;
+                            continue;
+                        }
+                        Some(worker_message::Kind::Artifact(piece)) => {
+                            files.piece(piece).await;
+                            continue;
+                        }
+                        Some(worker_message::Kind::Attempt(mut result)) => {
+                            files.settle(&mut result);
+                            grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }
+                        }
+                        kind => grpc::WorkerMessage { kind },
+                    };
                     if handle.send(Command::WorkerMessage { link: link.clone(), message }).await.is_err() {
                         return;
                     }
@@ -82,6 +98,31 @@ impl grpc::workers_server::Workers for Services {
 impl grpc::runs_server::Runs for Services {
     type WatchStream = crate::watch::WatchStream;
     type ProjectStream = ReceiverStream<Result<grpc::ProjectCall, Status>>;
+    type ArtifactStream = tokio_stream::Iter<std::vec::IntoIter<Result<grpc::ArtifactPiece, Status>>>;
+
+    async fn artifact(
+        &self,
+        request: Request<grpc::ArtifactRequest>,
+    ) -> Result<Response<Self::ArtifactStream>, Status> {
+        let grpc::ArtifactRequest { run_id, path } = request.into_inner();
+        let Some(artifacts) = &self.artifacts else {
+            return Err(Status::failed_precondition("this coordinator keeps no screenshots or films (--artifacts)"));
+        };
+        let bytes = match artifacts.get(&run_id, &path).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(Status::not_found(format!("run {run_id} has no file {path}"))),
+            Err(crate::artifacts::ArtifactError::BadPath(problem)) => return Err(Status::invalid_argument(problem)),
+            Err(error) => return Err(Status::unavailable(error.to_string())),
+        };
+        // Pieces well under gRPC's 4 MiB message limit; an empty file is one empty piece.
+        const PIECE: usize = 1024 * 1024;
+        let pieces: Vec<_> = if bytes.is_empty() {
+            vec![Ok(grpc::ArtifactPiece { data: Vec::new() })]
+        } else {
+            bytes.chunks(PIECE).map(|data| Ok(grpc::ArtifactPiece { data: data.to_vec() })).collect()
+        };
+        Ok(Response::new(tokio_stream::iter(pieces)))
+    }
 
     async fn project(
         &self,
@@ -301,6 +342,8 @@ pub struct Options {
     pub tls: Option<TlsIdentity>,
     /// How the owner task decides (the client grace, …).
     pub core: core::CoreConfig,
+    /// Where screenshots and films are kept; without it they are dropped.
+    pub artifacts: Option<crate::artifacts::Artifacts>,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -332,7 +375,7 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls, core: core_config } = options;
+    let Options { tokens, http, tls, core: core_config, artifacts } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     let metrics = Arc::new(Metrics::default());
     let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
@@ -346,6 +389,7 @@ pub async fn serve_with(
             read_token: tokens.read.clone(),
             push_token: tokens.client.as_deref().map(Arc::from),
             pushes: Arc::default(),
+            artifacts: artifacts.clone(),
         };
         let router = crate::http::router(state);
         tasks.spawn(tracing::Instrument::instrument(
@@ -353,7 +397,7 @@ pub async fn serve_with(
             tracing::info_span!("http"),
         ));
     }
-    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone() };
+    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone(), artifacts };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
     health.set_serving::<RunsServer<Services>>().await;

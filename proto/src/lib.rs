@@ -8,6 +8,7 @@
 //! Decoding never fails on fields it does not know: a newer agent or a newer
 //! lynkeus may add fields, and only ever adds them.
 
+pub mod artifacts;
 pub mod auth;
 pub mod connect;
 pub mod number;

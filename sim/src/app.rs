@@ -800,6 +800,16 @@ impl App {
             return Ok(spec.result.clone().unwrap_or(Value::Null));
         }
         match method {
+            // As lynkeus' hosts offer it (spec §1.12): the picture goes to
+            // `path`, a file on the machine the app shares with its host.
+            "screenshot" => {
+                let params: ScreenshotParams = parse("screenshot", params)?;
+                let bytes = crate::picture::png(&self.screen());
+                tokio::fs::write(&params.path, &bytes)
+                    .await
+                    .map_err(|e| fail(format!("screenshot: cannot write {}: {e}", params.path)))?;
+                Ok(json!({ "path": params.path, "bytes": bytes.len() }))
+            }
             "events" => {
                 let clear = params.as_ref().and_then(|p| p.get("clear")).and_then(Value::as_bool) == Some(true);
                 let mut state = self.lock();
@@ -1072,6 +1082,11 @@ fn short(key: &str, value: &Value) -> Value {
 
 fn to_value(value: impl Serialize) -> Outcome {
     serde_json::to_value(value).map_err(|e| fail(format!("cannot encode the answer: {e}")))
+}
+
+#[derive(serde::Deserialize)]
+struct ScreenshotParams {
+    path: String,
 }
 
 fn parse<T: DeserializeOwned>(method: &str, params: Option<Value>) -> Result<T, ErrorBody> {

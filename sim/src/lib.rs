@@ -11,6 +11,7 @@ pub mod app;
 pub mod backoff;
 pub mod matching;
 pub mod model;
+pub mod picture;
 pub mod screen;
 
 pub use agent::{Agent, AgentConfig};

@@ -417,7 +417,8 @@ impl Model {
     /// The commands `hello` and `ping` list: the built-in ones and the
     /// model's, sorted.
     pub fn commands(&self) -> Vec<String> {
-        let mut commands: Vec<String> = ["events", "profile", "stores"].iter().map(|s| s.to_string()).collect();
+        let mut commands: Vec<String> =
+            ["events", "profile", "screenshot", "stores"].iter().map(|s| s.to_string()).collect();
         commands.extend(self.file.commands.keys().cloned());
         commands.sort();
         commands.dedup();
@@ -480,7 +481,7 @@ routes:
         assert_eq!(home.nodes[2].depth, 1);
         assert_eq!(home.by_test_id["like"], vec![2]);
         assert_eq!(model.route("Detail").unwrap().path, vec!["Main", "Detail"]);
-        assert_eq!(model.commands(), vec!["events", "profile", "stores"]);
+        assert_eq!(model.commands(), vec!["events", "profile", "screenshot", "stores"]);
     }
 
     #[test]

@@ -94,7 +94,7 @@ async fn hello_answers_auth_with_every_field() {
         hello,
         json!({
             "event": "hello", "protocolVersion": 1, "agentVersion": "0.2.1", "platform": "ios", "native": false,
-            "commands": ["broken", "events", "profile", "seed", "slow", "stores", "traceContext"],
+            "commands": ["broken", "events", "profile", "screenshot", "seed", "slow", "stores", "traceContext"],
             "route": "Home", "app": {"name": "Shop", "version": "1.4.0"}
         })
     );

@@ -38,13 +38,27 @@ fn commands_traced(trace: &Value, method: &str) -> usize {
     trace["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "command" && e["method"] == method).count()
 }
 
+#[tokio::test]
+async fn screenshot_writes_a_png_of_the_screen_where_it_is_asked_to() {
+    let app = shop();
+    let file = std::env::temp_dir().join(format!("argus-sim-screenshot-{}.png", std::process::id()));
+    let answer = ok(&app, "screenshot", json!({"path": file.display().to_string()})).await;
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(answer, json!({"path": file.display().to_string(), "bytes": bytes.len()}));
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    let (message, _) = err(&app, "screenshot", json!({"path": "/nonexistent-dir/x.png"})).await;
+    assert!(message.starts_with("screenshot: cannot write /nonexistent-dir/x.png: "), "{message}");
+    assert!(err(&app, "screenshot", Value::Null).await.0.starts_with("screenshot: invalid params"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn ping_lists_the_commands_sorted() {
     let app = shop();
     let pong = ok(&app, "ping", Value::Null).await;
     assert_eq!(
         pong,
-        json!({"pong": true, "native": false, "commands": ["broken", "events", "profile", "seed", "slow", "stores", "traceContext"]})
+        json!({"pong": true, "native": false, "commands": ["broken", "events", "profile", "screenshot", "seed", "slow", "stores", "traceContext"]})
     );
 }
 

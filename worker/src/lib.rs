@@ -1,6 +1,7 @@
 //! The worker: one lynkeus driver per device slot, and the link to the
 //! coordinator that leases it attempts.
 
+pub mod camera;
 pub mod driver;
 pub mod link;
 mod project;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use argus_cases::runner::{RunContext, run_attempt_with};
+use argus_cases::runner::{Camera, Pictures, RunContext, run_attempt_with};
 use argus_cases::{Case, CaseFile, CasesConfig};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::camera::{HookCamera, Recording};
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
@@ -384,7 +385,7 @@ async fn link(
                                 };
                                 let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
                             };
-                            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, &calls, on_step), span.clone());
+                            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, &calls, &out, on_step), span.clone());
                             let result = tokio::select! {
                                 result = attempt => Some(result),
                                 _ = stop.cancelled() => None,
@@ -506,6 +507,7 @@ async fn run_lease(
     lease: &grpc::Lease,
     parsed: &ParsedFiles,
     calls: &Arc<LinkCalls>,
+    out: &mpsc::Sender<grpc::WorkerMessage>,
     on_step: impl FnMut(usize, &argus_proto::run::RunStep),
 ) -> grpc::AttemptResult {
     let infra = |error: String| grpc::AttemptResult {
@@ -535,11 +537,27 @@ async fn run_lease(
         lease_id: lease.lease_id.clone(),
         fixture_timeout: config.fixtures.as_ref().map(|f| Duration::from_millis(f.timeout_ms)),
     };
+    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
+    // The attempt's screenshots and film are written here, shipped with its
+    // result, and removed with the folder.
+    let files = tempfile::Builder::new().prefix("argus-attempt-").tempdir();
+    if let Err(error) = &files {
+        warn!(%error, "cannot make a folder for the attempt's screenshots; it runs without them");
+    }
+    let camera = slot.config.hooks.screenshot.as_ref().map(|command| {
+        Arc::new(HookCamera { command: command.clone(), placeholders: placeholders.clone() }) as Arc<dyn Camera>
+    });
     let context = RunContext {
         config: CasesConfig { fixtures: None, ..config },
         project: Arc::new(project),
         collect_events: true,
         keep_going: false,
+        pictures: files.as_ref().ok().map(|dir| Pictures {
+            root: dir.path().into(),
+            every_step: false,
+            camera,
+            film_started: None,
+        }),
     };
     let driver = slot.driver.as_ref();
     let lease_to_first_call_us = unix_us() - lease.granted_unix_us;
@@ -549,7 +567,6 @@ async fn run_lease(
     {
         return infra(format!("reset: {error}"));
     }
-    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
     hand_trace_context(driver).await;
     if let Some(before) = &slot.config.hooks.before
         && let Err(error) = crate::slots::run_hook("before", before, &placeholders).await
@@ -559,7 +576,26 @@ async fn run_lease(
     // The app as the steps find it: a reconnect during the attempt is then
     // told apart from a relaunch (a fresh app that lost the attempt's state).
     let before = AppMark::take(driver).await;
-    let attempt = run_attempt_with(driver, &case, lease.attempt, &context, on_step).await;
+    let recording = match (&slot.config.hooks.record, &files) {
+        (Some(command), Ok(dir)) => {
+            let file =
+                argus_proto::artifacts::join(dir.path(), &argus_proto::artifacts::video_path(&case.id, lease.attempt));
+            let started = file.and_then(|file| {
+                std::fs::create_dir_all(file.parent().unwrap_or(dir.path())).map_err(|e| e.to_string())?;
+                Recording::start(command, &placeholders, file)
+            });
+            started.inspect_err(|error| warn!(%error, "the attempt is not filmed")).ok()
+        }
+        _ => None,
+    };
+    let context = RunContext {
+        pictures: context.pictures.map(|p| Pictures { film_started: recording.as_ref().map(|r| r.started), ..p }),
+        ..context
+    };
+    let mut attempt = run_attempt_with(driver, &case, lease.attempt, &context, on_step).await;
+    if let Some(recording) = recording {
+        film(&mut attempt, recording).await;
+    }
     if let Some(relaunch) = before.relaunched(driver).await {
         warn!(%relaunch, "the app was relaunched during the attempt; it runs again");
         return infra(relaunch);
@@ -580,12 +616,26 @@ async fn run_lease(
         (s.status == StepStatus::Failed && INFRASTRUCTURE.iter().any(|m| error.contains(m)))
             .then(|| format!("{}: {error}", s.step))
     });
+    if let Ok(dir) = &files
+        && crate::camera::ship(out, lease, dir.path(), &mut attempt).await.is_err()
+    {
+        warn!("the link closed while the attempt's files were sent");
+    }
     grpc::AttemptResult {
         lease_id: lease.lease_id.clone(),
         run_case_json: attempt.to_line(),
         infrastructure_failure: lost.is_some(),
         error: lost.unwrap_or_default(),
         lease_to_first_call_us,
+    }
+}
+
+/// Ends the attempt's film and names it in the attempt.
+async fn film(attempt: &mut argus_proto::run::RunCase, recording: Recording) {
+    if recording.stop().await {
+        attempt.video = Some(argus_proto::artifacts::video_path(&attempt.id, attempt.attempt));
+    } else {
+        warn!("the record hook left no film");
     }
 }
 

@@ -23,6 +23,7 @@
 //! id is whatever a case file says (`x$(touch pwned)` runs nothing). A
 //! `before` hook that fails makes the attempt an infrastructure failure (it
 //! runs again elsewhere); `after` and `on_failure` failures are logged.
+//! `screenshot` and `record` take pictures and films (see [`crate::camera`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -39,6 +40,13 @@ pub struct Hooks {
     pub before: Option<String>,
     pub after: Option<String>,
     pub on_failure: Option<String>,
+    /// Pictures the screen into `{file}` after a failed step
+    /// (`xcrun simctl io {udid} screenshot {file}`); without it the app's
+    /// own `screenshot` command is used when it has one.
+    pub screenshot: Option<String>,
+    /// Films the attempt into `{file}`, stopped with SIGINT
+    /// (`xcrun simctl io {udid} recordVideo --force {file}`).
+    pub record: Option<String>,
 }
 
 /// One device: a driver port and the app that dials it.

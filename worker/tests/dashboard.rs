@@ -9,6 +9,7 @@
 mod common;
 
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use argus_coordinator::store::Store;
@@ -130,7 +131,10 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     let url = format!("http://{}", listener.local_addr().unwrap());
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    let artifacts_dir = tempfile::tempdir().unwrap();
+    let artifacts = argus_coordinator::artifacts::DirStore::open(artifacts_dir.path().into()).unwrap();
+    let options =
+        argus_coordinator::Options { http: Some(http), artifacts: Some(Arc::new(artifacts)), ..Default::default() };
     tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let ports = [free_port(), free_port()];
     let config = WorkerConfig {
@@ -178,6 +182,12 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     assert!(text_of(&client, ".case.failed h3 small").await.contains("<script>"), "the title is shown as text");
     let alerts = client.execute("return document.querySelectorAll('h3 small script').length", vec![]).await.unwrap();
     assert_eq!(alerts, json!(0), "nothing the user wrote becomes markup");
+    // The failed step's picture (the simulated app's screenshot), inline
+    // with the step, loaded and drawn.
+    let picture = "const img = document.querySelector('.case.failed li.step a.screenshot img'); \
+                   return img && img.complete ? [img.naturalWidth, img.naturalHeight] : null";
+    let drawn = client.execute(picture, vec![]).await.unwrap();
+    assert_eq!(drawn, json!([780, 1688]), "the 390x844 window pictured at 2x");
     assert_eq!(client.find_all(Locator::Css("figure.timeline rect.bar")).await.unwrap().len(), 1);
 
     // The fleet: a device whose app goes away turns disconnected, live.

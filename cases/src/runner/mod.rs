@@ -7,6 +7,7 @@
 mod app;
 mod evidence;
 mod fixtures;
+mod pictures;
 mod project;
 mod see;
 mod side;
@@ -27,6 +28,7 @@ use crate::values::{self, label};
 
 pub use evidence::describe_screen;
 pub use fixtures::{Fixtures, FixturesError};
+pub use pictures::{Camera, Pictures};
 pub use project::{missing_fixtures, needs_project, runs_here};
 pub use side::{Answer, EXEC_TIMEOUT, ExecOutput, LocalProject, ProjectSide, no_fixtures_command};
 
@@ -70,6 +72,8 @@ pub struct RunContext {
     pub collect_events: bool,
     /// Keep running steps after a failure (a failed setup step still stops).
     pub keep_going: bool,
+    /// Screenshots of the steps, and where they go; none when absent.
+    pub pictures: Option<Pictures>,
 }
 
 /// Why a step did not pass.
@@ -209,7 +213,19 @@ pub async fn run_attempt_with<D: Device>(
             }
         };
         state.ran.insert(step.verb.clone());
-        records.push(record(label, status, ms, error, section, events));
+        let app_or_macro = step.verb.starts_with("app.") || run.config.macros.contains_key(&step.verb);
+        let screenshot = match &run.pictures {
+            Some(pictures) if pictures.wants(status, app_or_macro) => {
+                let path = argus_proto::artifacts::screenshot_path(&case.id, attempt, records.len(), &label);
+                state.picture(pictures, path).await
+            }
+            _ => None,
+        };
+        let video_s = run.pictures.as_ref().and_then(|p| p.film_started).map(|started| {
+            let seconds = started.elapsed().as_secs_f64();
+            (seconds * 100.0).round() / 100.0
+        });
+        records.push(RunStep { screenshot, video_s, ..record(label, status, ms, error, section, events) });
         on_step(records.len() - 1, records.last().expect("just pushed"));
     }
     let evidence = if result == CaseResult::Failed { Some(state.evidence().await) } else { None };

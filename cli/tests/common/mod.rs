@@ -97,3 +97,16 @@ pub fn terminate(mut child: Child) {
     signal(&child, "TERM");
     let _ = child.wait();
 }
+
+/// A GET on an HTTP port: the status and the body's bytes.
+pub fn http_get_bytes(addr: &str, path: &str) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a response with headers");
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, response[split + 4..].to_vec())
+}

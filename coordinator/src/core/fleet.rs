@@ -220,8 +220,9 @@ impl Core {
                     run.publish(update);
                 }
             }
-            // Project calls go to the relay before they reach the owner task.
-            Some(Kind::Register(_) | Kind::ProjectCall(_)) | None => {}
+            // Project calls go to the relay and files to the artifact store
+            // before they reach the owner task.
+            Some(Kind::Register(_) | Kind::ProjectCall(_) | Kind::Artifact(_)) | None => {}
         }
     }
 

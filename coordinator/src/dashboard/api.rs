@@ -169,6 +169,36 @@ pub async fn junit(State(state): State<HttpState>, Path(id): Path<String>) -> Re
     Ok(download(&format!("{id}-junit.xml"), "application/xml", xml))
 }
 
+/// A screenshot or film of the run, at the path its `cases.jsonl` names.
+/// Served under `/runs/{id}/files/…` for the pages too, so that a page's
+/// `<img>` works with the browser's login.
+pub async fn file(
+    State(state): State<HttpState>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let Some(artifacts) = &state.artifacts else {
+        return Err(ApiError(StatusCode::NOT_FOUND, "this coordinator keeps no screenshots or films".into()));
+    };
+    match artifacts.get(&id, &path).await {
+        Ok(Some(bytes)) => Ok((
+            [
+                (header::CONTENT_TYPE, argus_proto::artifacts::content_type(&path)),
+                // A run's files never change once kept.
+                (header::CACHE_CONTROL, "private, max-age=86400"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            bytes,
+        )
+            .into_response()),
+        Ok(None) => Err(ApiError(StatusCode::NOT_FOUND, format!("run {id} has no file {path}"))),
+        Err(crate::artifacts::ArtifactError::BadPath(problem)) => Err(ApiError(StatusCode::BAD_REQUEST, problem)),
+        Err(error) => {
+            tracing::warn!(run = %id, %error, "cannot read a file of a run");
+            Err(ApiError(StatusCode::SERVICE_UNAVAILABLE, "the file could not be read; try again".into()))
+        }
+    }
+}
+
 fn download(name: &str, content_type: &'static str, body: String) -> Response {
     let disposition = format!("attachment; filename=\"{name}\"");
     ([(header::CONTENT_TYPE, content_type.to_owned()), (header::CONTENT_DISPOSITION, disposition)], body)

@@ -43,6 +43,8 @@ pub fn routes() -> Router<HttpState> {
         .route("/api/v1/runs/{id}/run.json", get(api::run_json))
         .route("/api/v1/runs/{id}/cases.jsonl", get(api::cases_jsonl))
         .route("/api/v1/runs/{id}/junit.xml", get(api::junit))
+        .route("/api/v1/runs/{id}/files/{*path}", get(api::file))
+        .route("/runs/{id}/files/{*path}", get(api::file))
         .route("/api/v1/cases/{case}", get(api::case))
         .route("/api/v1/flaky", get(api::flaky))
         .route("/api/v1/fleet", get(api::fleet))

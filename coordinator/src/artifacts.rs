@@ -1,0 +1,248 @@
+//! Where a run's screenshots and films are kept, under the paths its
+//! `cases.jsonl` names (`<case id>/01-app-login.png`): a folder per run in a
+//! directory, behind one trait so that an object store can take its place.
+//!
+//! Files arrive from workers in pieces on their link ([`Assembler`]) and
+//! from `lynkeus report push`; the dashboard, its API and `argus run --out`
+//! read them back. Every path is checked before it touches the filesystem,
+//! and every file is written whole or not at all.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use argus_proto::artifacts::{MAX_FILE_BYTES, check_relative, join};
+use argus_proto::grpc;
+use tracing::warn;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error("{0}")]
+    BadPath(String),
+    #[error("{path}: {size} bytes is more than the {limit} a file may have")]
+    TooLarge { path: String, size: u64, limit: u64 },
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
+}
+
+/// Keeps and returns a run's files.
+#[tonic::async_trait]
+pub trait ArtifactStore: Send + Sync + 'static {
+    /// Keeps `bytes` as `path` of `run_id`, replacing what was there.
+    async fn put(&self, run_id: &str, path: &str, bytes: Vec<u8>) -> Result<(), ArtifactError>;
+    /// The file, or `None` when there is none.
+    async fn get(&self, run_id: &str, path: &str) -> Result<Option<Vec<u8>>, ArtifactError>;
+}
+
+pub type Artifacts = Arc<dyn ArtifactStore>;
+
+/// A run id as a folder name: what the store made it (a UUID), and never a
+/// path of its own.
+fn run_folder(run_id: &str) -> Result<&str, ArtifactError> {
+    if run_id.is_empty() || run_id.len() > 128 || !run_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(ArtifactError::BadPath(format!("{run_id:?} is not a run id")));
+    }
+    Ok(run_id)
+}
+
+/// Files in `root/<run id>/<path>`.
+pub struct DirStore {
+    root: PathBuf,
+}
+
+impl DirStore {
+    /// A store in `root`, made if it is not there; the error names the folder.
+    pub fn open(root: PathBuf) -> Result<Self, String> {
+        std::fs::create_dir_all(&root)
+            .map_err(|e| format!("cannot make the artifacts folder {}: {e}", root.display()))?;
+        Ok(Self { root })
+    }
+
+    fn file(&self, run_id: &str, path: &str) -> Result<PathBuf, ArtifactError> {
+        join(&self.root.join(run_folder(run_id)?), path).map_err(ArtifactError::BadPath)
+    }
+}
+
+#[tonic::async_trait]
+impl ArtifactStore for DirStore {
+    async fn put(&self, run_id: &str, path: &str, bytes: Vec<u8>) -> Result<(), ArtifactError> {
+        let file = self.file(run_id, path)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(ArtifactError::TooLarge { path: path.into(), size: bytes.len() as u64, limit: MAX_FILE_BYTES });
+        }
+        let io = |error| ArtifactError::Io { path: path.into(), error };
+        let folder = file.parent().expect("a joined path has a parent");
+        tokio::fs::create_dir_all(folder).await.map_err(io)?;
+        // Whole or not at all: a reader never sees half a picture.
+        let partial = file.with_extension(format!("partial-{}", uuid::Uuid::new_v4()));
+        tokio::fs::write(&partial, &bytes).await.map_err(io)?;
+        tokio::fs::rename(&partial, &file).await.map_err(io)
+    }
+
+    async fn get(&self, run_id: &str, path: &str) -> Result<Option<Vec<u8>>, ArtifactError> {
+        let file = self.file(run_id, path)?;
+        match tokio::fs::read(&file).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(ArtifactError::Io { path: path.into(), error }),
+        }
+    }
+}
+
+/// Puts together the pieces one worker link sends: each file is kept once
+/// its last piece is in. A file that grows past the limit is dropped, with
+/// a warning, and what the link sends of it after that is ignored.
+pub struct Assembler {
+    store: Option<Artifacts>,
+    partial: HashMap<(String, String), Vec<u8>>,
+    refused: std::collections::HashSet<(String, String)>,
+    /// The files kept of each lease whose result has not come yet.
+    kept: HashMap<String, Vec<String>>,
+}
+
+impl Assembler {
+    pub fn new(store: Option<Artifacts>) -> Self {
+        Self { store, partial: HashMap::new(), refused: Default::default(), kept: HashMap::new() }
+    }
+
+    /// Makes an attempt's result name only the files that were kept (none
+    /// when this coordinator keeps none): a page or `--out` never points at
+    /// a picture that is not there.
+    pub fn settle(&mut self, result: &mut grpc::AttemptResult) {
+        let kept = self.kept.remove(&result.lease_id).unwrap_or_default();
+        // Most lines name no file; those are not parsed here.
+        let json = &result.run_case_json;
+        if !json.contains("\"screenshot\"") && !json.contains("\"video\"") {
+            return;
+        }
+        let Ok(mut line) = serde_json::from_str::<argus_proto::run::RunCase>(json) else { return };
+        let named = argus_proto::artifacts::files_of(&line);
+        if named.iter().all(|path| kept.contains(path)) {
+            return;
+        }
+        for path in named.iter().filter(|path| !kept.contains(path)) {
+            argus_proto::artifacts::forget(&mut line, path);
+        }
+        result.run_case_json = line.to_line();
+    }
+
+    pub async fn piece(&mut self, chunk: grpc::ArtifactChunk) {
+        let key = (chunk.lease_id.clone(), chunk.path.clone());
+        if self.refused.contains(&key) {
+            if chunk.last {
+                self.refused.remove(&key);
+            }
+            return;
+        }
+        let Some(store) = &self.store else {
+            if chunk.last {
+                warn!(path = %chunk.path, "a worker sent a file, but this coordinator keeps none (--artifacts)");
+            }
+            return;
+        };
+        if let Err(error) = check_relative(&chunk.path) {
+            warn!(%error, "a worker sent a file with a bad path; dropped");
+            self.refuse(key, chunk.last);
+            return;
+        }
+        let buffer = self.partial.entry(key.clone()).or_default();
+        if buffer.len() as u64 + chunk.data.len() as u64 > MAX_FILE_BYTES {
+            warn!(path = %chunk.path, limit = MAX_FILE_BYTES, "a worker's file is larger than a file may be; dropped");
+            self.partial.remove(&key);
+            self.refuse(key, chunk.last);
+            return;
+        }
+        buffer.extend_from_slice(&chunk.data);
+        if !chunk.last {
+            return;
+        }
+        let bytes = self.partial.remove(&key).unwrap_or_default();
+        match store.put(&chunk.run_id, &chunk.path, bytes).await {
+            Ok(()) => self.kept.entry(chunk.lease_id).or_default().push(chunk.path),
+            Err(error) => warn!(run = %chunk.run_id, %error, "cannot keep a file of an attempt"),
+        }
+    }
+
+    fn refuse(&mut self, key: (String, String), last: bool) {
+        if !last {
+            self.refused.insert(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(path: &str, data: &[u8], last: bool) -> grpc::ArtifactChunk {
+        grpc::ArtifactChunk {
+            lease_id: "l1".into(),
+            run_id: "r-1".into(),
+            path: path.into(),
+            data: data.to_vec(),
+            last,
+        }
+    }
+
+    #[tokio::test]
+    async fn pieces_make_a_file_only_once_the_last_is_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Artifacts = Arc::new(DirStore::open(dir.path().into()).unwrap());
+        let mut assembler = Assembler::new(Some(store.clone()));
+        assembler.piece(piece("home/01-a.png", b"ab", false)).await;
+        assert_eq!(store.get("r-1", "home/01-a.png").await.unwrap(), None);
+        assembler.piece(piece("home/01-a.png", b"cd", true)).await;
+        assert_eq!(store.get("r-1", "home/01-a.png").await.unwrap().as_deref(), Some(&b"abcd"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_result_names_only_the_files_that_were_kept() {
+        let line = |shots: [Option<&str>; 2]| {
+            let steps: Vec<_> = shots
+                .iter()
+                .map(|s| serde_json::json!({"step": "app.see: x", "status": "failed", "ms": 1, "screenshot": s}))
+                .collect();
+            serde_json::json!({"id": "home", "file": "h.md", "attempt": 1, "result": "failed",
+                "startedAt": "2026-01-01T00:00:00.000Z", "ms": 5, "steps": steps})
+            .to_string()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut assembler = Assembler::new(Some(Arc::new(DirStore::open(dir.path().into()).unwrap())));
+        assembler.piece(piece("home/01-a.png", b"png", true)).await;
+        let mut result = grpc::AttemptResult {
+            lease_id: "l1".into(),
+            run_case_json: line([Some("home/01-a.png"), Some("home/02-b.png")]),
+            ..Default::default()
+        };
+        assembler.settle(&mut result);
+        let settled: argus_proto::run::RunCase = serde_json::from_str(&result.run_case_json).unwrap();
+        assert_eq!(settled.steps[0].screenshot.as_deref(), Some("home/01-a.png"));
+        assert_eq!(settled.steps[1].screenshot, None, "never sent, so not named");
+
+        let mut keeps_none = Assembler::new(None);
+        keeps_none.piece(piece("home/01-a.png", b"png", true)).await;
+        let mut result = grpc::AttemptResult {
+            lease_id: "l1".into(),
+            run_case_json: line([Some("home/01-a.png"), None]),
+            ..Default::default()
+        };
+        keeps_none.settle(&mut result);
+        assert!(!result.run_case_json.contains("screenshot"), "{}", result.run_case_json);
+    }
+
+    #[tokio::test]
+    async fn bad_paths_and_run_ids_touch_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirStore::open(dir.path().join("store")).unwrap();
+        for (run, path) in [("r-1", "../escape.png"), ("../r", "a.png"), ("r/1", "a.png"), ("r-1", "/etc/x")] {
+            assert!(
+                matches!(store.put(run, path, b"x".to_vec()).await, Err(ArtifactError::BadPath(_))),
+                "{run} {path}"
+            );
+        }
+        assert!(!dir.path().join("escape.png").exists());
+        let mut assembler = Assembler::new(Some(Arc::new(store)));
+        assembler.piece(piece("../../escape.png", b"x", true)).await;
+        assert!(!dir.path().join("escape.png").exists());
+    }
+}

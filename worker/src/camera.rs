@@ -1,0 +1,164 @@
+//! A slot's screenshots and films, from its `screenshot` and `record` hook
+//! commands, and the files of an attempt shipped to the coordinator.
+//!
+//! ```toml
+//! hooks.screenshot = "xcrun simctl io {udid} screenshot {file}"
+//! hooks.record = "xcrun simctl io {udid} recordVideo --force {file}"
+//! ```
+//!
+//! `{file}` (`ARGUS_FILE`) is where the picture or film must be written. A
+//! `record` command runs for the whole attempt and is stopped with SIGINT,
+//! as `recordVideo` and `screenrecord` expect; it then has 10 s to finish
+//! its file.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use argus_cases::runner::Camera;
+use argus_proto::grpc::{self, worker_message};
+use argus_proto::run::RunCase;
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use crate::slots::{Placeholder, run_hook};
+
+/// How long a stopped recorder may take to finish its file.
+const RECORD_FINISH: Duration = Duration::from_secs(10);
+/// The size of the pieces a file travels in.
+const CHUNK: usize = 256 * 1024;
+
+fn with_file(placeholders: &[Placeholder], file: &Path) -> Vec<Placeholder> {
+    let mut all = placeholders.to_vec();
+    all.push(Placeholder { name: "{file}", env: "ARGUS_FILE", value: file.display().to_string() });
+    all
+}
+
+/// The slot's `screenshot` hook as the runner's camera.
+pub struct HookCamera {
+    pub command: String,
+    pub placeholders: Vec<Placeholder>,
+}
+
+impl Camera for HookCamera {
+    fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async move { run_hook("screenshot", &self.command, &with_file(&self.placeholders, file)).await })
+    }
+}
+
+/// A film being recorded by the slot's `record` hook.
+pub struct Recording {
+    child: tokio::process::Child,
+    pub file: PathBuf,
+    pub started: Instant,
+}
+
+impl Recording {
+    /// Starts `command` in a process group of its own, writing to `file`.
+    pub fn start(command: &str, placeholders: &[Placeholder], file: PathBuf) -> Result<Self, String> {
+        let mut script = command.to_owned();
+        let mut child = tokio::process::Command::new("sh");
+        for placeholder in with_file(placeholders, &file) {
+            script = script.replace(placeholder.name, &format!("\"${{{}}}\"", placeholder.env));
+            child.env(placeholder.env, &placeholder.value);
+        }
+        let child = child
+            .arg("-c")
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("the record hook `{command}` could not start: {e}"))?;
+        Ok(Self { child, file, started: Instant::now() })
+    }
+
+    /// Stops the recorder (SIGINT to its group, SIGKILL when it does not
+    /// end in time); whether it left its file.
+    pub async fn stop(mut self) -> bool {
+        if let Some(pid) = self.child.id() {
+            // `kill` the command, not a signal call: the crate forbids
+            // unsafe code, and this runs once per attempt.
+            let _ = tokio::process::Command::new("kill")
+                .args(["-INT", "--", &format!("-{pid}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .await;
+        }
+        if tokio::time::timeout(RECORD_FINISH, self.child.wait()).await.is_err() {
+            warn!(file = %self.file.display(), "the record hook did not end within 10 s of SIGINT; killed");
+            let _ = self.child.kill().await;
+        }
+        self.file.is_file()
+    }
+}
+
+/// Sends the files `attempt` names, from `root`, up the link in pieces.
+/// A file that cannot be read is left out of the attempt's line rather than
+/// named without its bytes.
+pub async fn ship(
+    out: &mpsc::Sender<grpc::WorkerMessage>,
+    lease: &grpc::Lease,
+    root: &Path,
+    attempt: &mut RunCase,
+) -> Result<(), mpsc::error::SendError<grpc::WorkerMessage>> {
+    for path in argus_proto::artifacts::files_of(attempt) {
+        let bytes = match argus_proto::artifacts::join(root, &path) {
+            Ok(file) => tokio::fs::read(&file).await.map_err(|e| e.to_string()),
+            Err(error) => Err(error),
+        };
+        let bytes = match bytes {
+            Ok(bytes) if (bytes.len() as u64) <= argus_proto::artifacts::MAX_FILE_BYTES => bytes,
+            Ok(bytes) => {
+                warn!(%path, size = bytes.len(), "a file of the attempt is too large to keep; left out");
+                argus_proto::artifacts::forget(attempt, &path);
+                continue;
+            }
+            Err(error) => {
+                warn!(%path, %error, "a file the attempt names cannot be read; left out");
+                argus_proto::artifacts::forget(attempt, &path);
+                continue;
+            }
+        };
+        // An empty file is still one (last) piece.
+        let pieces = bytes.len().div_ceil(CHUNK).max(1);
+        for index in 0..pieces {
+            let data = bytes[(index * CHUNK).min(bytes.len())..((index + 1) * CHUNK).min(bytes.len())].to_vec();
+            out.send(chunk(lease, &path, data, index + 1 == pieces)).await?;
+        }
+    }
+    Ok(())
+}
+
+fn chunk(lease: &grpc::Lease, path: &str, data: Vec<u8>, last: bool) -> grpc::WorkerMessage {
+    let piece = grpc::ArtifactChunk {
+        lease_id: lease.lease_id.clone(),
+        run_id: lease.run_id.clone(),
+        path: path.to_owned(),
+        data,
+        last,
+    };
+    grpc::WorkerMessage { kind: Some(worker_message::Kind::Artifact(piece)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_recorder_is_stopped_with_sigint_and_finishes_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("video.mp4");
+        // Writes its file only when interrupted, as recordVideo does.
+        let command = "trap 'printf film > {file}; exit 0' INT; while :; do sleep 0.05; done";
+        let recording = Recording::start(command, &[], file.clone()).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(recording.stop().await, "the file was written on SIGINT");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "film");
+    }
+}
