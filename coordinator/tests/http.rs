@@ -23,7 +23,11 @@ async fn coordinator_with(tokens: Tokens) -> (String, CancellationToken) {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = http.local_addr().unwrap().to_string();
-    let options = Options { tokens, http: Some(http), ..Options::default() };
+    let artifacts =
+        std::env::temp_dir().join(format!("argus-http-files-{}-{}", std::process::id(), rand::random::<u32>()));
+    let artifacts = argus_coordinator::artifacts::DirStore::open(artifacts).unwrap();
+    let options =
+        Options { tokens, http: Some(http), artifacts: Some(std::sync::Arc::new(artifacts)), ..Options::default() };
     let cancel = CancellationToken::new();
     tokio::spawn(argus_coordinator::serve_with(grpc, store, options, cancel.clone()));
     (addr, cancel)
@@ -153,7 +157,7 @@ async fn lynkeus_report_push_lands_a_run_in_the_history() {
         sent.iter().map(|s| (s["step"].as_str().unwrap(), s["status"].as_u64().unwrap())).collect();
     assert_eq!(
         steps,
-        [("create", 201), ("cases", 204), ("file pay/01-app-see-sent.png", 402), ("finish", 200)],
+        [("create", 201), ("cases", 204), ("file pay/01-app-see-sent.png", 204), ("finish", 200)],
         "{sent:?}"
     );
     let id = sent[0]["body"]["id"].as_str().unwrap().to_owned();
@@ -173,6 +177,12 @@ async fn lynkeus_report_push_lands_a_run_in_the_history() {
     assert!(body.contains(&id), "{body}");
     let (status, body) = get(&addr, b"/cases/pay?project=shop", read).await;
     assert_eq!(status, 200, "{body}");
+    // The screenshot it pushed, kept with the run and shown on its page.
+    let (status, body) = get(&addr, format!("/api/v1/runs/{id}/files/pay/01-app-see-sent.png").as_bytes(), read).await;
+    assert_eq!((status, body.as_str()), (200, "not really a png"));
+    let (status, body) = get(&addr, format!("/runs/{id}").as_bytes(), read).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(&format!("<img src=\"/runs/{id}/files/pay/01-app-see-sent.png\"")), "{body}");
 
     // A schema it does not read, in lynkeus' words.
     std::fs::write(dir.join("run.json"), run.replace(r#""schema":1"#, r#""schema":2"#)).unwrap();
