@@ -88,9 +88,14 @@ pub struct CoordinatorArgs {
     /// The gRPC address workers and clients connect to.
     #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
-    /// The HTTP address: Prometheus metrics at /metrics, /healthz.
+    /// The HTTP address: the dashboard, Prometheus metrics at /metrics, /healthz.
     #[arg(long, env = "ARGUS_HTTP_LISTEN", default_value = DEFAULT_HTTP)]
     http: SocketAddr,
+    /// The dashboard's address as people reach it, for the links `argus run`
+    /// prints (default: http:// and the --http address, unless that is
+    /// 0.0.0.0).
+    #[arg(long, env = "ARGUS_PUBLIC_URL", value_name = "URL")]
+    public_url: Option<String>,
     /// Serve gRPC over TLS with this certificate chain (PEM); clients then
     /// connect with https://.
     #[arg(long, env = "ARGUS_TLS_CERT", requires = "tls_key")]
@@ -171,7 +176,13 @@ pub struct ViewArgs {
     /// The CA certificate (PEM) of an https:// coordinator, if private.
     #[arg(long, global = true, env = "ARGUS_TLS_CA")]
     tls_ca: Option<PathBuf>,
-    /// How many runs to list.
+}
+
+#[derive(clap::Args)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    view: ViewArgs,
+    /// How many runs to list, newest first.
     #[arg(long, default_value_t = 20)]
     limit: u32,
 }
@@ -283,14 +294,25 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
         Ok(artifacts) => artifacts,
         Err(error) => return failed("coordinator", format!("--artifacts: {error}")),
     };
+    if let Some(url) = &args.public_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return failed(
+            "coordinator",
+            format!("--public-url {url:?}: give the dashboard's address as http://HOST:PORT"),
+        );
+    }
+    let dashboard = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.http));
     let scheme = if tls.is_some() { "https" } else { "http" };
     eprintln!(
-        "argus coordinator: gRPC on {scheme}://{}, dashboard on http://{}/, metrics on http://{}/metrics",
-        args.listen, args.http, args.http
+        "argus coordinator: gRPC on {scheme}://{}, dashboard on {}/, metrics on http://{}/metrics",
+        args.listen,
+        dashboard.trim_end_matches('/'),
+        args.http
     );
     let core = argus_coordinator::core::CoreConfig {
         client_grace: Duration::from_secs(args.client_grace),
-        ..Default::default()
+        dashboard_url: args.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
     };
     let options = argus_coordinator::Options {
         tokens: args.tokens.tokens(),
@@ -486,20 +508,27 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
         Ok(list) => list.into_inner(),
         Err(status) => return failed("devices", status.message()),
     };
-    println!("{:<24} {:<9} {:<13} {:<12} RUNNING / QUARANTINE", "DEVICE", "PLATFORM", "STATE", "APP");
+    println!("{:<24} {:<9} {:<18} {:<12} RUNNING / WHY", "DEVICE", "PLATFORM", "STATE", "APP");
     for device in &list.devices {
         let info = device.device.clone().unwrap_or_default();
-        let state = grpc::device_state_name(info.state);
+        // As the fleet page says it: what keeps a device from work first.
+        let draining = list.workers.iter().any(|w| w.id == device.worker && w.draining);
+        let state = match () {
+            _ if device.quarantined => "quarantined".to_owned(),
+            _ if !device.problem.is_empty() => "blocked".to_owned(),
+            _ if draining => format!("draining ({})", grpc::device_state_name(info.state)),
+            _ => grpc::device_state_name(info.state),
+        };
         let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
         let app = hello["app"]["name"].as_str().unwrap_or("-");
         let note = if device.quarantined {
-            format!("quarantined: {}", device.quarantine_reason)
+            device.quarantine_reason.clone()
         } else if !device.problem.is_empty() {
             format!("takes no work: {}", device.problem)
         } else {
             device.running_case.clone()
         };
-        println!("{:<24} {:<9} {:<13} {:<12} {}", device.id, info.platform, state, app, note);
+        println!("{:<24} {:<9} {:<18} {:<12} {}", device.id, info.platform, state, app, note);
     }
     if list.devices.is_empty() {
         println!("(no devices: start a worker with `argus worker --coordinator … --ports …`)");
@@ -507,8 +536,8 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub async fn runs(args: ViewArgs) -> ExitCode {
-    let mut client = match channel(&args.target()).await {
+pub async fn runs(args: RunsArgs) -> ExitCode {
+    let mut client = match channel(&args.view.target()).await {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return failed("runs", error),
     };
@@ -516,15 +545,24 @@ pub async fn runs(args: ViewArgs) -> ExitCode {
         Ok(list) => list.into_inner(),
         Err(status) => return failed("runs", status.message()),
     };
-    println!("{:<14} {:<26} {:<10} {:<12} RESULT", "RUN", "STARTED", "PROJECT", "BRANCH");
+    if list.runs.is_empty() {
+        println!("(no runs yet: `argus run cases/ --coordinator …` starts one)");
+        return ExitCode::SUCCESS;
+    }
+    println!("{:<14} {:<26} {:<10} {:<12} {:<10} TOTALS", "RUN", "STARTED", "PROJECT", "BRANCH", "STATE");
     for run in list.runs {
         let manifest: Option<RunManifest> = serde_json::from_str(&run.manifest_json).ok();
         let started = manifest.as_ref().map(|m| m.started_at.clone()).unwrap_or_default();
-        let result = match manifest.and_then(|m| m.totals) {
-            Some(t) => format!("{}/{} passed, {} failed, {} unsupported", t.passed, t.cases, t.failed, t.unsupported),
-            None => "running (or cut short)".into(),
+        let totals = manifest
+            .and_then(|m| m.totals)
+            .map(|t| format!("{}/{} passed, {} failed, {} unsupported", t.passed, t.cases, t.failed, t.unsupported));
+        let (state, note) = match (run.result.as_str(), totals) {
+            ("", _) if !run.waiting_reason.is_empty() => ("waiting", run.waiting_reason.clone()),
+            ("", _) => ("running", String::new()),
+            (result, Some(totals)) => (result, totals),
+            (result, None) => (result, "cut short before it finished".into()),
         };
-        println!("{:<14} {:<26} {:<10} {:<12} {}", run.run_id, started, run.project, run.branch, result);
+        println!("{:<14} {:<26} {:<10} {:<12} {:<10} {}", run.run_id, started, run.project, run.branch, state, note);
     }
     ExitCode::SUCCESS
 }

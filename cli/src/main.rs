@@ -45,7 +45,7 @@ enum Command {
     /// The fleet: workers' devices and their state; release, quarantine, drain.
     Devices(grid::DevicesArgs),
     /// Recent runs.
-    Runs(grid::ViewArgs),
+    Runs(grid::RunsArgs),
 }
 
 /// Exit codes: 0 done, 1 the app answered an error, 2 usage or setup.

@@ -327,7 +327,11 @@ pub async fn execute(
         Ok(response) => response.into_inner(),
         Err(status) => return usage(status.message()),
     };
-    println!("run {}: {} cases", submitted.run_id, submitted.case_ids.len());
+    let cases = submitted.case_ids.len();
+    match submitted.dashboard_url.as_str() {
+        "" => println!("run {}: {cases} case{}", submitted.run_id, plural(cases)),
+        url => println!("run {}: {cases} case{}, live at {url}", submitted.run_id, plural(cases)),
+    }
     if detach {
         println!("detached: the run goes on without this client");
         if !submitted.dashboard_url.is_empty() {
@@ -541,6 +545,10 @@ where
             eprintln!("argus run: cannot fetch {path} of run {run_id}: {error}");
         }
     }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// Why watching stopped before the run did.

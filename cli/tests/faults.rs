@@ -385,6 +385,9 @@ fn a_client_stopped_by_ci_cancels_its_run_and_frees_the_devices() {
     assert!(printed.contains(&format!("cancelling run {run_id}")), "{printed}");
     let run = grid.store(async |s| s.get_run(&run_id).await.unwrap());
     assert_eq!(run.result.as_deref(), Some("cancelled"));
+    let listing = text(&grid.argus(&["runs"]));
+    let line = listing.lines().find(|l| l.starts_with(&run_id)).unwrap_or_else(|| panic!("{listing}"));
+    assert!(line.contains(" cancelled "), "argus runs says so: {line}");
     assert!(grid.store(async |s| s.open_attempts().await.unwrap()).is_empty(), "nothing of it is left to run");
     // The attempts that were running stop, and their devices are free.
     wait_for_idle(&grid.url, 2, Duration::from_secs(3));
@@ -556,7 +559,8 @@ fn operators_decisions_outlive_worker_and_coordinator_restarts() {
     grid.workers[0].0.0.wait().unwrap();
     grid.workers[0].0 = grid.worker("w0", &ports);
     std::thread::sleep(Duration::from_millis(500));
-    assert!(device_line(&grid, &device).contains("quarantined: cracked screen"), "{}", device_line(&grid, &device));
+    let line = device_line(&grid, &device);
+    assert!(line.contains(" quarantined ") && line.ends_with(" cracked screen"), "the state and why: {line}");
     grid.coordinator = None;
     grid.start_coordinator();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -564,7 +568,8 @@ fn operators_decisions_outlive_worker_and_coordinator_restarts() {
         assert!(Instant::now() < deadline, "the worker never came back");
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(device_line(&grid, &device).contains("quarantined: cracked screen"), "{}", device_line(&grid, &device));
+    let line = device_line(&grid, &device);
+    assert!(line.contains(" quarantined ") && line.ends_with(" cracked screen"), "the state and why: {line}");
     assert!(draining(&grid).0, "still drained after the restart");
     // A drained worker runs nothing: the run waits, and says why.
     let client = grid.run(&["--wait-for-devices", "2"]);
@@ -590,7 +595,7 @@ fn operators_decisions_outlive_worker_and_coordinator_restarts() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let listing = text(&grid.argus(&["devices"]));
-        if listing.lines().any(|l| l.starts_with(&flagged) && l.contains(" idle ")) {
+        if listing.lines().any(|l| l.starts_with(&flagged) && l.contains(" blocked ")) {
             break;
         }
         assert!(Instant::now() < deadline, "{listing}");

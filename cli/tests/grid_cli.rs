@@ -203,6 +203,7 @@ fn a_failed_step_is_pictured_and_its_picture_reaches_the_store_the_run_directory
         .find_map(|l| l.strip_prefix("run ")?.split(':').next())
         .expect("argus run prints its run id")
         .to_owned();
+    assert!(printed.contains(&format!("live at http://{http}/runs/{run_id}")), "the run's page: {printed}");
     let out = project.join("out");
     let run = RunDir::read(&out).unwrap();
     assert_eq!(run.cases.len(), 2, "{printed}");

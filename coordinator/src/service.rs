@@ -255,8 +255,8 @@ fn summary(run: crate::store::RunRow) -> grpc::RunSummary {
         project: run.project,
         branch: run.branch.unwrap_or_default(),
         commit: run.commit_sha.unwrap_or_default(),
-        pending: 0,
-        running: 0,
+        result: run.result.unwrap_or_default(),
+        waiting_reason: run.waiting_reason.unwrap_or_default(),
     }
 }
 
@@ -375,8 +375,16 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls, core: core_config, artifacts } = options;
+    let Options { tokens, http, tls, core: mut core_config, artifacts } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
+    // Links to the dashboard: where it was said to be, else the HTTP
+    // address when it names one host (not 0.0.0.0).
+    if core_config.dashboard_url.is_none()
+        && let Some(http_addr) = http.as_ref().and_then(|h| h.local_addr().ok())
+        && !http_addr.ip().is_unspecified()
+    {
+        core_config.dashboard_url = Some(format!("http://{http_addr}"));
+    }
     let metrics = Arc::new(Metrics::default());
     let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
     let tasks = tokio_util::task::TaskTracker::new();
