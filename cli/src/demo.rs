@@ -1,13 +1,19 @@
 //! `argus demo`: a whole grid in one process. A coordinator on SQLite in a
 //! fresh temporary directory, one worker with eight device slots, eight
-//! simulated apps (four iOS-like, four Android-like), and a 42-case suite
-//! sharded across them. It then keeps serving until interrupted, so that
-//! `argus devices` and `argus runs` can look at it (`--exit` ends at once,
-//! with the run's exit code).
+//! simulated apps (four iOS-like, four Android-like), and a 45-case suite
+//! sharded across them. The suite shows what a grid is for: a flaky case
+//! (its backend, `argus demo-backend`, is stale once) that fails with a
+//! screenshot and passes on its retry, a step the app cannot do, and an app
+//! the demo relaunches under a case once, which the grid runs again
+//! elsewhere. It then keeps serving until interrupted, so that the
+//! dashboard, `argus devices` and `argus runs` can look at it (`--exit`
+//! ends at once, with the run's exit code).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use argus_cases::CasesConfig;
+use argus_cases::runner::LocalProject;
 use argus_proto::grpc;
 use argus_sim::{Agent, AgentConfig, App, Model};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
@@ -19,13 +25,21 @@ use crate::run::{execute, wait_for_devices};
 /// The demo project, built into the binary so that it runs from anywhere.
 const MODEL: &str = include_str!("../../examples/shop/app.yaml");
 const CONFIG: &str = include_str!("../../examples/demo/lynkeus.config.json");
-const CASES: [(&str, &str); 5] = [
+const CASES: [(&str, &str); 8] = [
     ("cases/browse.md", include_str!("../../examples/demo/cases/browse.md")),
     ("cases/login.md", include_str!("../../examples/demo/cases/login.md")),
     ("cases/settings.md", include_str!("../../examples/demo/cases/settings.md")),
     ("cases/links.md", include_str!("../../examples/demo/cases/links.md")),
     ("cases/platforms.md", include_str!("../../examples/demo/cases/platforms.md")),
+    ("cases/promo.md", include_str!("../../examples/demo/cases/promo.md")),
+    ("cases/clock.md", include_str!("../../examples/demo/cases/clock.md")),
+    ("cases/relaunch.md", include_str!("../../examples/demo/cases/relaunch.md")),
 ];
+/// The case under which the demo relaunches an app, once.
+const RELAUNCHED_UNDER: &str = "relaunch";
+/// How long the demo waits for its simulated apps to attach: long enough
+/// for a loaded machine, which it says it is waiting for.
+const ATTACH_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
@@ -119,37 +133,31 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         slots: slots.clone(),
     };
     tokio::spawn(link::run(worker, cancel.clone()));
+    let mut apps = Vec::new();
     for slot in &slots {
-        if let Err(error) = start_app(slot, &cancel) {
-            return failed(error);
+        match start_app(slot, &cancel) {
+            Ok(app) => apps.push((slot.clone(), app)),
+            Err(error) => return failed(error),
         }
     }
     println!("argus demo: coordinator {url}, 8 simulated devices (4 ios, 4 android), state in {}", state.display());
     println!("dashboard: {dashboard}");
-    if let Err(error) = wait_for_devices(&Target::plain(&url), slots.len(), std::time::Duration::from_secs(20)).await {
+    let target = Target::plain(&url);
+    if let Err(error) = wait_for_devices(&target, slots.len(), ATTACH_WAIT).await {
         return failed(error);
     }
-    let request = grpc::SubmitRequest {
-        cases: CASES
-            .iter()
-            .map(|(path, source)| grpc::CaseFile { path: path.to_string(), source: source.to_string() })
-            .collect(),
-        config_json: serde_json::from_str::<serde_json::Value>(CONFIG)
-            .map(|c| c["cases"].to_string())
-            .unwrap_or_default(),
-        selector: None,
-        retries: 1,
-        project: "demo".into(),
-        branch: "demo".into(),
-        commit: String::new(),
-        trigger: "argus demo".into(),
-        priority: 1,
-        detach: false,
+    let (request, project) = match suite(&state) {
+        Ok(suite) => suite,
+        Err(error) => return failed(error),
     };
+    tokio::spawn(relaunch_once(target.clone(), apps, cancel.clone()));
+    let project = std::sync::Arc::new(project);
     let code =
-        execute(&Target::plain(&url), request, None, Some(&out), Some(&out.join("junit.xml")), &Default::default())
+        execute(&target, request, Some(project.clone()), Some(&out), Some(&out.join("junit.xml")), &Default::default())
             .await;
+    project.close().await;
     println!("run directory: {}", out.display());
+    println!("flaky and slow cases: {dashboard}flaky");
     if args.exit {
         return code;
     }
@@ -159,11 +167,77 @@ pub async fn run(args: DemoArgs) -> ExitCode {
     code
 }
 
+/// The demo's suite as a submission, and the project that serves its
+/// fixtures: this binary's `demo-backend`, however it was started.
+fn suite(state: &std::path::Path) -> Result<(grpc::SubmitRequest, LocalProject), String> {
+    let mut config: serde_json::Value = serde_json::from_str(CONFIG).map_err(|e| format!("the demo's config: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to serve fixtures: {e}"))?;
+    // Single-quoted for `sh -c`: a path with spaces or quotes stays one word.
+    let quoted = format!("'{}'", exe.display().to_string().replace('\'', r"'\''"));
+    config["cases"]["fixtures"]["command"] = format!("{quoted} demo-backend").into();
+    let cases = config["cases"].clone();
+    let cases_config = CasesConfig::from_json(&cases, state).map_err(|e| e.to_string())?;
+    let request = grpc::SubmitRequest {
+        cases: CASES
+            .iter()
+            .map(|(path, source)| grpc::CaseFile { path: path.to_string(), source: source.to_string() })
+            .collect(),
+        config_json: cases.to_string(),
+        selector: None,
+        retries: 1,
+        project: "demo".into(),
+        branch: "demo".into(),
+        commit: String::new(),
+        trigger: "argus demo".into(),
+        priority: 1,
+        detach: false,
+    };
+    Ok((request, LocalProject::of(&cases_config)))
+}
+
+/// A running simulated app: stopping its token ends it.
+struct RunningApp {
+    stop: CancellationToken,
+}
+
+/// Relaunches, once, the app of the device that runs [`RELAUNCHED_UNDER`]:
+/// a fresh app in the middle of an attempt, as a crash and an OS restart
+/// look to the grid.
+async fn relaunch_once(target: Target, mut apps: Vec<(SlotConfig, RunningApp)>, cancel: CancellationToken) {
+    let Ok((channel, bearer)) = crate::grid::channel(&target).await else { return };
+    let mut fleet = grpc::fleet_client::FleetClient::with_interceptor(channel, bearer);
+    let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = poll.tick() => {}
+        }
+        let Ok(list) = fleet.list(grpc::ListFleetRequest {}).await else { continue };
+        let Some(device) = list.into_inner().devices.into_iter().find(|d| d.running_case == RELAUNCHED_UNDER) else {
+            continue;
+        };
+        let Some((slot, app)) = apps.iter_mut().find(|(slot, _)| device.id.ends_with(&format!("/{}", slot.name)))
+        else {
+            return;
+        };
+        // Into the case's pause, then a fresh app in place of the old one.
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        println!("argus demo: relaunching the app of {} under case {RELAUNCHED_UNDER}", device.id);
+        app.stop.cancel();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if let Ok(fresh) = start_app(slot, &cancel) {
+            *app = fresh;
+        }
+        return;
+    }
+}
+
 /// A simulated app dialing `slot`, with the slot's platform.
-fn start_app(slot: &SlotConfig, cancel: &CancellationToken) -> Result<(), String> {
+fn start_app(slot: &SlotConfig, cancel: &CancellationToken) -> Result<RunningApp, String> {
     let mut model = Model::parse(MODEL, "examples/shop/app.yaml").map_err(|e| e.to_string())?;
     model.file.platform = slot.platform.clone();
     let config = AgentConfig { host: "127.0.0.1".into(), port: slot.port, ..AgentConfig::default() };
-    tokio::spawn(Agent::new(App::new(model), config).run(cancel.clone()));
-    Ok(())
+    let stop = cancel.child_token();
+    tokio::spawn(Agent::new(App::new(model), config).run(stop.clone()));
+    Ok(RunningApp { stop })
 }

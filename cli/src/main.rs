@@ -3,6 +3,7 @@
 mod call;
 mod cases;
 mod demo;
+mod demo_backend;
 mod endpoint;
 mod grid;
 mod run;
@@ -30,8 +31,11 @@ enum Command {
     /// Check and run lynkeus case files on one device.
     #[command(subcommand)]
     Cases(cases::Command),
-    /// A whole grid with simulated devices, running a 42-case suite.
+    /// A whole grid with simulated devices, running a 45-case suite.
     Demo(demo::DemoArgs),
+    /// The demo's fixtures server (JSON lines on stdin and stdout).
+    #[command(hide = true)]
+    DemoBackend,
     /// Run a suite on the grid (or on a local one with --ports).
     Run(run::RunArgs),
     /// Serve the coordinator: the fleet, the scheduler and the store.
@@ -56,7 +60,10 @@ async fn main() -> ExitCode {
         Command::Sim(_) => ("info", "argus-sim"),
         Command::Call(_) => ("warn", "argus-call"),
         Command::Cases(_) => ("warn", "argus-cases"),
-        Command::Demo(_) => ("warn", "argus-demo"),
+        // The demo's own faults (a relaunched app, a stale backend) would
+        // warn; what it prints says what happened.
+        Command::Demo(_) => ("error", "argus-demo"),
+        Command::DemoBackend => ("warn", "argus-demo-backend"),
         Command::Run(_) => ("warn", "argus-run"),
         Command::Coordinator(_) => ("info", "argus-coordinator"),
         Command::Worker(_) => ("info", "argus-worker"),
@@ -69,6 +76,7 @@ async fn main() -> ExitCode {
         Command::Call(args) => call::run(args).await,
         Command::Cases(command) => cases::run(command).await,
         Command::Demo(args) => demo::run(args).await,
+        Command::DemoBackend => demo_backend::run(),
         Command::Run(args) => run::run(args).await,
         Command::Coordinator(args) => grid::coordinator(args).await,
         Command::Worker(args) => grid::worker(args).await,

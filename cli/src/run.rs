@@ -281,9 +281,12 @@ async fn stop_signal() -> u8 {
 
 /// Waits until `count` devices have an app attached.
 pub async fn wait_for_devices(target: &Target, count: usize, wait: Duration) -> Result<(), String> {
-    let deadline = tokio::time::Instant::now() + wait;
+    let started = tokio::time::Instant::now();
+    let deadline = started + wait;
     let (channel, bearer) = channel(target).await?;
     let mut fleet = FleetClient::with_interceptor(channel, bearer);
+    // Said every few seconds, so that a slow machine is not mistaken for a hung one.
+    let mut next_said = started + Duration::from_secs(3);
     loop {
         let list = fleet.list(grpc::ListFleetRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
         let ready = list
@@ -294,11 +297,20 @@ pub async fn wait_for_devices(target: &Target, count: usize, wait: Duration) -> 
         if ready >= count {
             return Ok(());
         }
-        if tokio::time::Instant::now() >= deadline {
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
             return Err(format!(
                 "{ready} of {count} devices have an app attached after {}s: is each app dialing its own port?",
                 wait.as_secs()
             ));
+        }
+        if now >= next_said {
+            eprintln!(
+                "waiting for apps to attach: {ready} of {count} devices ready after {}s (giving up after {}s)",
+                (now - started).as_secs(),
+                wait.as_secs()
+            );
+            next_said = now + Duration::from_secs(5);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -9,19 +9,30 @@ use argus_proto::run::{CaseResult, RunDir, StepStatus};
 use common::*;
 
 #[test]
-fn the_demo_shards_42_cases_over_both_platforms() {
+fn the_demo_shards_its_suite_over_both_platforms_and_shows_a_flake_an_unsupported_step_and_a_relaunch() {
     let state = temp_dir("demo");
     let out = state.join("run");
     let output =
         Command::new(ARGUS).args(["demo", "--exit", "--state"]).arg(&state).arg("--out").arg(&out).output().unwrap();
     let printed = text(&output);
     assert_eq!(output.status.code(), Some(0), "{printed}");
-    assert!(printed.contains("42/42 passed"), "{printed}");
+    assert!(printed.contains("44/45 passed, 1 cannot run on this host, 1 retried"), "{printed}");
+    assert!(printed.contains("↻ relaunch on demo/"), "an infrastructure retry: {printed}");
+    assert!(printed.contains("/flaky"), "the flaky page's link: {printed}");
     let run = RunDir::read(&out).unwrap();
-    assert_eq!(run.manifest.totals.unwrap().cases, 42);
+    assert_eq!(run.manifest.totals.unwrap().cases, 45);
     let platforms: std::collections::BTreeSet<&str> =
         run.cases.iter().filter_map(|c| c.extra.get("device")?.get("platform")?.as_str()).collect();
     assert_eq!(platforms.into_iter().collect::<Vec<_>>(), ["android", "ios"]);
+    let promo: Vec<_> = run.cases.iter().filter(|c| c.id == "promo").collect();
+    assert_eq!(
+        promo.iter().map(|c| (c.attempt, c.result)).collect::<Vec<_>>(),
+        [(1, CaseResult::Failed), (2, CaseResult::Passed)],
+        "flaky: failed once, passed on its retry"
+    );
+    let shot = promo[0].steps.iter().find_map(|s| s.screenshot.clone()).expect("the failure is pictured");
+    assert!(std::fs::read(out.join(&shot)).unwrap().starts_with(b"\x89PNG"), "{shot} is in the run directory");
+    assert!(run.cases.iter().any(|c| c.id == "clock" && c.result == CaseResult::Unsupported));
     assert!(out.join("junit.xml").exists());
     std::fs::remove_dir_all(state).unwrap();
 }
