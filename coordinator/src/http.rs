@@ -46,6 +46,9 @@ pub struct HttpState {
     pub pushes: crate::push::SharedPushes,
     /// Screenshots and films, when kept.
     pub artifacts: Option<crate::artifacts::Artifacts>,
+    /// When this coordinator started (epoch ms): the fleet's utilisation
+    /// is measured over no more than it has seen.
+    pub started_ms: i64,
 }
 
 pub fn router(state: HttpState) -> Router {

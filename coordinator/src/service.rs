@@ -398,6 +398,7 @@ pub async fn serve_with(
             push_token: tokens.client.as_deref().map(Arc::from),
             pushes: Arc::default(),
             artifacts: artifacts.clone(),
+            started_ms: crate::core::now_ms(),
         };
         let router = crate::http::router(state);
         tasks.spawn(tracing::Instrument::instrument(

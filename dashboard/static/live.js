@@ -3,8 +3,12 @@
 // server is ever parsed as HTML.
 "use strict";
 
+// Labels for the stacked layout on a phone, as the page's cells have them.
+const FLEET_LABELS = ["Device", "State", "Since", "Platform", "App", "Agent", "Running", "Utilisation"];
+
 function cell(row, text, className) {
   const td = document.createElement("td");
+  td.dataset.label = FLEET_LABELS[row.children.length] || "";
   if (className) {
     const badge = document.createElement("span");
     badge.className = "badge " + className;
@@ -17,7 +21,7 @@ function cell(row, text, className) {
   return td;
 }
 
-// Busy share per five minutes over the last hour, as the page draws it.
+// Busy share in each twelfth of the window, as the page draws it.
 function spark(shares) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
@@ -105,3 +109,14 @@ if (fleet) {
 if (document.getElementById("runs")) {
   setInterval(refreshRuns, 2000);
 }
+
+// A timeline bar leads to its attempt: open it where the page lands.
+function openTarget() {
+  const id = decodeURIComponent(window.location.hash.slice(1));
+  const target = id && document.getElementById(id);
+  if (target && target.tagName === "DETAILS") {
+    target.open = true;
+  }
+}
+window.addEventListener("hashchange", openTarget);
+openTarget();

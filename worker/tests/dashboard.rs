@@ -98,6 +98,47 @@ async fn text_of(client: &Client, css: &str) -> String {
     client.find(Locator::Css(css)).await.unwrap().text().await.unwrap()
 }
 
+/// The newest run of `branch`, from the API.
+async fn runs_of(web: &str, branch: &str) -> String {
+    let body = reqwest_free_get(&format!("{web}/api/v1/runs?branch={branch}")).await;
+    let page: Value = serde_json::from_str(&body).unwrap();
+    page["runs"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// A GET without a client library: the body.
+async fn reqwest_free_get(url: &str) -> String {
+    let url = url::Url::parse(url).unwrap();
+    let mut stream = tokio::net::TcpStream::connect((url.host_str().unwrap(), url.port().unwrap())).await.unwrap();
+    let path = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut response).await.unwrap();
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    // The API answers JSON in one piece or chunked: the JSON is the line that starts with `{`.
+    body.lines().find(|l| l.starts_with('{')).unwrap_or(body).to_owned()
+}
+
+/// Submits a one-case run for `platform`, without waiting for it.
+async fn submit_for(url: &str, platform: &str) -> String {
+    let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
+    let request = grpc::SubmitRequest {
+        cases: vec![grpc::CaseFile {
+            path: "cases/shop.md".into(),
+            source: "---\nid: far\n---\nsteps:\n  - app.see: \"#title\"\n".into(),
+        }],
+        project: "shop".into(),
+        branch: "elsewhere".into(),
+        selector: Some(grpc::Selector { platform: platform.into(), ..Default::default() }),
+        detach: true,
+        ..Default::default()
+    };
+    runs.submit(request).await.unwrap().into_inner().run_id
+}
+
 async fn submit_and_wait(url: &str, branch: &str, source: &str) -> String {
     let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
     let request = grpc::SubmitRequest {
@@ -189,6 +230,50 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     let drawn = client.execute(picture, vec![]).await.unwrap();
     assert_eq!(drawn, json!([780, 1688]), "the 390x844 window pictured at 2x");
     assert_eq!(client.find_all(Locator::Css("figure.timeline rect.bar")).await.unwrap().len(), 1);
+    let totals = text_of(&client, "#totals").await;
+    assert!(totals.contains("0 passed") && totals.contains("1 failed"), "{totals}");
+    assert!(totals.contains("of 1 case (1 ios) on 1 device in"), "{totals}");
+
+    // The green run: the legend names every colour the timeline draws, and
+    // a bar opens the attempt it stands for.
+    let green = runs_of(&web, "main").await;
+    client.goto(&format!("{web}/runs/{green}")).await.unwrap();
+    let legend_covers = "const drawn = new Set([...document.querySelectorAll('figure.timeline rect.bar')] \
+                           .map(r => r.classList[1])); \
+                         const named = new Set([...document.querySelectorAll('figure.timeline figcaption .badge')] \
+                           .map(b => b.textContent)); \
+                         return [[...drawn].sort(), [...drawn].every(c => named.has(c))]";
+    assert_eq!(client.execute(legend_covers, vec![]).await.unwrap(), json!([["passed"], true]));
+    let bar = client.find(Locator::Css("figure.timeline a")).await.unwrap();
+    let target = bar.attr("href").await.unwrap().unwrap();
+    let opened = format!("return document.getElementById('{}').open", target.trim_start_matches('#'));
+    assert_eq!(client.execute(&opened, vec![]).await.unwrap(), json!(false), "a passed attempt starts closed");
+    bar.click().await.unwrap();
+    assert_eq!(client.execute(&opened, vec![]).await.unwrap(), json!(true), "its bar opened it");
+
+    // A run no device can take says why, on its page.
+    let mut fleet = grpc::fleet_client::FleetClient::connect(url.clone()).await.unwrap();
+    let devices: Vec<String> = ports.iter().map(|p| format!("mac/{p}")).collect();
+    for device in &devices {
+        let quarantine = grpc::QuarantineRequest { device_id: device.clone(), reason: "cracked screen".into() };
+        fleet.quarantine(quarantine).await.unwrap();
+    }
+    let waiting = submit_for(&url, "ios").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        client.goto(&format!("{web}/runs/{waiting}")).await.unwrap();
+        if !client.find_all(Locator::Css("p.waiting")).await.unwrap().is_empty() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the waiting run never said why");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let why = text_of(&client, "p.waiting").await;
+    assert!(why.contains("Waiting for devices") && why.contains("cracked screen"), "{why}");
+    RunsClient::connect(url.clone()).await.unwrap().cancel(grpc::CancelRequest { run_id: waiting }).await.unwrap();
+    for device in &devices {
+        fleet.release(grpc::ReleaseRequest { device_id: device.clone() }).await.unwrap();
+    }
 
     // The fleet: a device whose app goes away turns disconnected, live.
     client.goto(&format!("{web}/fleet")).await.unwrap();
@@ -219,6 +304,20 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
             .await
             .unwrap();
         assert_eq!(fits, json!(true), "{page} is wider than a phone");
+        // Every text at 10 px or more as drawn: a chart's text by its
+        // font size times the scale its SVG is drawn at.
+        let smallest = "let min = Infinity; \
+            for (const el of document.querySelectorAll('body *')) { \
+              const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()); \
+              if (!own || el.closest('title')) continue; \
+              let size = parseFloat(getComputedStyle(el).fontSize); \
+              const svg = el.closest('svg'); \
+              if (svg && svg.viewBox.baseVal && svg.viewBox.baseVal.width) { \
+                size *= svg.getBoundingClientRect().width / svg.viewBox.baseVal.width; } \
+              min = Math.min(min, size); } \
+            return min";
+        let smallest = client.execute(smallest, vec![]).await.unwrap().as_f64().unwrap();
+        assert!(smallest >= 10.0, "{page}: text drawn at {smallest:.1} px on a phone");
         let background =
             client.execute("return getComputedStyle(document.body).backgroundColor", vec![]).await.unwrap();
         assert_eq!(background, json!("rgb(20, 22, 27)"), "{page} in dark mode");

@@ -287,6 +287,17 @@ pub struct FleetView {
     pub window_ms: i64,
 }
 
+impl FleetView {
+    /// `minute`, `12 m 00 s`, `hour`: what follows "over the last".
+    pub fn window_text(&self) -> String {
+        match self.window_ms {
+            FLEET_WINDOW_MS.. => "hour".into(),
+            ..=60_000 => "minute".into(),
+            ms => super::view::duration(ms),
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct WorkerView {
     pub id: String,
@@ -317,16 +328,25 @@ pub struct DeviceView {
     pub recent: Vec<f64>,
 }
 
+/// The longest window utilisation is measured over.
 pub const FLEET_WINDOW_MS: i64 = 3_600_000;
 pub const FLEET_BUCKETS: i64 = 12;
+
+/// The window utilisation is measured over: the last hour, or as much of
+/// it as this coordinator has seen (at least a minute), so that a fleet
+/// that has just run a suite shows it busy rather than at 0%.
+pub fn fleet_window(uptime_ms: i64) -> i64 {
+    uptime_ms.clamp(60_000, FLEET_WINDOW_MS)
+}
 
 pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
     let (reply, answer) = oneshot::channel();
     let stopped = || ApiError(StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down".into());
     state.handle.send(Command::Fleet { reply }).await.map_err(|_| stopped())?;
     let fleet = answer.await.map_err(|_| stopped())?;
-    let bucket_ms = FLEET_WINDOW_MS / FLEET_BUCKETS;
-    let busy: Vec<DeviceBusy> = state.store.device_busy(now_ms() - FLEET_WINDOW_MS, bucket_ms).await?;
+    let window_ms = fleet_window(now_ms() - state.started_ms);
+    let bucket_ms = window_ms / FLEET_BUCKETS;
+    let busy: Vec<DeviceBusy> = state.store.device_busy(now_ms() - window_ms, bucket_ms).await?;
     let workers = fleet
         .workers
         .into_iter()
@@ -370,14 +390,14 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
                 running_case: (!d.running_case.is_empty()).then_some(d.running_case),
                 quarantine_reason: d.quarantined.then_some(d.quarantine_reason),
                 problem: (!d.problem.is_empty()).then_some(d.problem),
-                utilisation: (busy_ms as f64 / FLEET_WINDOW_MS as f64).min(1.0),
+                utilisation: (busy_ms as f64 / window_ms as f64).min(1.0),
                 recent,
                 id: d.id,
                 worker: d.worker,
             }
         })
         .collect();
-    Ok(FleetView { workers, devices, window_ms: FLEET_WINDOW_MS })
+    Ok(FleetView { workers, devices, window_ms })
 }
 
 pub async fn fleet(State(state): State<HttpState>) -> Result<Json<FleetView>, ApiError> {

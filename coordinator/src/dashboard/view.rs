@@ -90,6 +90,10 @@ pub struct AttemptView {
     pub try_no: i64,
     pub device: Option<String>,
     pub worker: Option<String>,
+    pub platform: Option<String>,
+    /// The page's anchor of this attempt (`c3a1`), where its bar on the
+    /// timeline leads.
+    pub anchor: String,
     /// `passed`, `failed`, `unsupported`, `infrastructure`, `running` or `pending`.
     pub result: String,
     pub error: Option<String>,
@@ -112,6 +116,8 @@ impl AttemptView {
             try_no: row.try_no,
             device: row.device_id,
             worker: row.worker_id,
+            platform: row.platform,
+            anchor: String::new(),
             result,
             error: row.error,
             started_ms: row.started_at,
@@ -135,18 +141,22 @@ pub struct CaseView {
     pub title: Option<String>,
     /// The last real attempt's result, or `pending`/`running`.
     pub result: String,
+    /// It passed after an attempt that failed.
+    pub flaky: bool,
     pub attempts: Vec<AttemptView>,
 }
 
 impl CaseView {
-    /// Failed first, then the rest, each in suite order.
+    /// What needs looking at first: failed, going, flaky, unsupported, then
+    /// passed, each in suite order.
     fn rank(&self) -> u8 {
         match self.result.as_str() {
             "failed" => 0,
             "running" => 1,
             "pending" => 2,
-            "unsupported" => 3,
-            _ => 4,
+            _ if self.flaky => 3,
+            "unsupported" => 4,
+            _ => 5,
         }
     }
 
@@ -155,9 +165,59 @@ impl CaseView {
     }
 }
 
+/// What a run's header counts: each case by how it ended, and what the
+/// run cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunCounts {
+    pub cases: usize,
+    pub passed: usize,
+    pub failed: usize,
+    /// Passed after an attempt that failed (counted in `passed` too).
+    pub flaky: usize,
+    pub unsupported: usize,
+    /// Attempts taken back from a lost device, worker or app and run again.
+    pub infrastructure: usize,
+    /// Devices that ran at least one attempt.
+    pub devices: usize,
+    /// Cases per platform, by the platform of each case's last attempt, in
+    /// name order.
+    pub platforms: Vec<(String, usize)>,
+}
+
+impl RunCounts {
+    fn of(cases: &[CaseView]) -> Self {
+        let mut counts = RunCounts { cases: cases.len(), ..Default::default() };
+        let mut devices = std::collections::BTreeSet::new();
+        let mut platforms: BTreeMap<String, usize> = BTreeMap::new();
+        for case in cases {
+            match case.result.as_str() {
+                "passed" => counts.passed += 1,
+                "failed" => counts.failed += 1,
+                "unsupported" => counts.unsupported += 1,
+                _ => {}
+            }
+            counts.flaky += usize::from(case.flaky);
+            counts.infrastructure += case.attempts.iter().filter(|a| a.result == "infrastructure").count();
+            devices.extend(case.attempts.iter().filter_map(|a| a.device.as_deref()));
+            if let Some(platform) = case.attempts.iter().rev().find_map(|a| a.platform.clone()) {
+                *platforms.entry(platform).or_default() += 1;
+            }
+        }
+        counts.devices = devices.len();
+        counts.platforms = platforms.into_iter().collect();
+        counts
+    }
+
+    /// `22 ios · 23 android`.
+    pub fn platforms_text(&self) -> String {
+        self.platforms.iter().map(|(p, n)| format!("{n} {p}")).collect::<Vec<_>>().join(" · ")
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunDetail {
     pub run: RunView,
+    pub counts: RunCounts,
     pub cases: Vec<CaseView>,
 }
 
@@ -173,6 +233,7 @@ impl RunDetail {
                     id: case_id,
                     title: attempt.line.as_ref().and_then(|l| l.title.clone()),
                     result: String::new(),
+                    flaky: false,
                     attempts: vec![attempt],
                 }),
             }
@@ -184,9 +245,16 @@ impl RunDetail {
             if case.title.is_none() {
                 case.title = case.attempts.iter().find_map(|a| a.line.as_ref()?.title.clone());
             }
+            case.flaky = case.result == "passed" && case.attempts.iter().any(|a| a.result == "failed");
         }
         cases.sort_by_key(CaseView::rank);
-        Self { run, cases }
+        for (c, case) in cases.iter_mut().enumerate() {
+            for (a, attempt) in case.attempts.iter_mut().enumerate() {
+                attempt.anchor = format!("c{c}a{a}");
+            }
+        }
+        let counts = RunCounts::of(&cases);
+        Self { run, counts, cases }
     }
 
     /// Per device, the attempts it ran, for the timeline.
@@ -209,8 +277,12 @@ pub struct CaseHistory {
     pub project: String,
     pub case_id: String,
     pub attempts: Vec<CaseAttemptView>,
-    /// Runs in which the case needed a retry or failed, over the runs shown.
+    /// How many runs the attempts shown come from.
+    pub runs: usize,
+    /// Runs in which an attempt failed and a later one passed, over `runs`.
     pub flake_rate: f64,
+    /// Runs whose last attempt of the case failed, over `runs`.
+    pub failing_rate: f64,
     pub failed_on: BTreeMap<String, i64>,
     pub last_failure: Option<CaseAttemptView>,
 }
@@ -233,6 +305,10 @@ impl CaseHistory {
         format!("{:.0}", self.flake_rate * 100.0)
     }
 
+    pub fn failing_percent(&self) -> String {
+        format!("{:.0}", self.failing_rate * 100.0)
+    }
+
     pub fn new(project: String, case_id: String, rows: Vec<CaseAttempt>) -> Self {
         let attempts: Vec<CaseAttemptView> = rows
             .into_iter()
@@ -248,29 +324,148 @@ impl CaseHistory {
                 error: r.error,
             })
             .collect();
-        let mut runs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+        // Per run: whether an attempt failed, and how its last attempt ended.
+        let mut runs: BTreeMap<&str, RunOutcome> = BTreeMap::new();
         let mut failed_on: BTreeMap<String, i64> = BTreeMap::new();
-        for attempt in &attempts {
+        for attempt in attempts.iter().filter(|a| a.result != "infrastructure") {
             let run = runs.entry(attempt.run_id.as_str()).or_default();
             if attempt.result == "failed" {
-                run.0 = true;
                 *failed_on.entry(attempt.device.clone().unwrap_or_default()).or_default() += 1;
             }
-            if attempt.result == "passed" {
-                run.1 = true;
-            }
+            run.add(attempt.attempt, &attempt.result);
         }
-        // Flaky: a run where it both failed and passed.
-        let flaky = runs.values().filter(|(failed, passed)| *failed && *passed).count();
-        let flake_rate = if runs.is_empty() { 0.0 } else { flaky as f64 / runs.len() as f64 };
+        let share = |count: usize| if runs.is_empty() { 0.0 } else { count as f64 / runs.len() as f64 };
+        let flake_rate = share(runs.values().filter(|r| r.flaky()).count());
+        let failing_rate = share(runs.values().filter(|r| r.last.as_ref().is_some_and(|(_, l)| l == "failed")).count());
         let last_failure = attempts.iter().find(|a| a.result == "failed").cloned();
-        Self { project, case_id, attempts, flake_rate, failed_on, last_failure }
+        Self { project, case_id, runs: runs.len(), attempts, flake_rate, failing_rate, failed_on, last_failure }
+    }
+}
+
+/// How a case went in one run.
+#[derive(Debug, Default)]
+struct RunOutcome {
+    failed: bool,
+    /// The last attempt: its number and result.
+    last: Option<(i64, String)>,
+}
+
+impl RunOutcome {
+    fn add(&mut self, attempt: i64, result: &str) {
+        self.failed |= result == "failed";
+        if self.last.as_ref().is_none_or(|(n, _)| attempt >= *n) {
+            self.last = Some((attempt, result.to_owned()));
+        }
+    }
+
+    /// An attempt failed and the last one passed.
+    fn flaky(&self) -> bool {
+        self.failed && self.last.as_ref().is_some_and(|(_, result)| result == "passed")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn case_attempt(run: &str, attempt: i64, result: &str) -> CaseAttempt {
+        CaseAttempt {
+            run_id: run.into(),
+            branch: None,
+            run_started_at: 0,
+            attempt,
+            result: Some(result.into()),
+            infrastructure: 0,
+            device_id: Some("w/1".into()),
+            platform: Some("ios".into()),
+            ms: Some(100),
+            finished_at: Some(1),
+            error: None,
+        }
+    }
+
+    fn detail(case: &str, attempt: i64, device: &str, platform: &str, result: &str, infra: bool) -> AttemptDetail {
+        AttemptDetail {
+            case_id: case.into(),
+            attempt,
+            try_no: 1,
+            state: "done".into(),
+            device_id: Some(device.into()),
+            worker_id: Some("w".into()),
+            platform: Some(platform.into()),
+            result: Some(result.into()),
+            infrastructure: i64::from(infra),
+            error: None,
+            started_at: Some(attempt),
+            finished_at: Some(attempt + 1),
+            ms: Some(1),
+            run_case_json: None,
+        }
+    }
+
+    #[test]
+    fn a_run_counts_its_cases_by_how_they_ended_and_per_platform() {
+        let run = RunView::new(RunRow {
+            id: "r".into(),
+            project: "p".into(),
+            branch: None,
+            commit_sha: None,
+            trigger_by: None,
+            selector_json: String::new(),
+            config_json: String::new(),
+            retries: 1,
+            priority: 1,
+            started_at: 0,
+            finished_at: Some(10),
+            manifest_json: String::new(),
+            platform: Some("ios".into()),
+            result: Some("failed".into()),
+            cases: Some(4),
+            passed: Some(2),
+            failed: Some(1),
+            retried: Some(1),
+            detached: 0,
+            waiting_reason: None,
+        });
+        let detail = RunDetail::new(
+            run,
+            vec![
+                detail("ok", 1, "w/1", "ios", "passed", false),
+                detail("flaky", 1, "w/1", "ios", "failed", false),
+                detail("flaky", 2, "w/2", "android", "passed", false),
+                detail("red", 1, "w/2", "android", "failed", false),
+                detail("red", 2, "w/1", "ios", "failed", false),
+                detail("clock", 1, "w/3", "android", "passed", true),
+                detail("clock", 1, "w/2", "android", "unsupported", false),
+            ],
+        );
+        let counts = &detail.counts;
+        assert_eq!((counts.cases, counts.passed, counts.failed, counts.flaky), (4, 2, 1, 1));
+        assert_eq!((counts.unsupported, counts.infrastructure, counts.devices), (1, 1, 3));
+        assert_eq!(counts.platforms_text(), "2 android · 2 ios", "by each case's last attempt");
+        let order: Vec<&str> = detail.cases.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(order, ["red", "flaky", "clock", "ok"], "what needs looking at first");
+        assert_eq!(detail.cases[1].attempts[1].anchor, "c1a1");
+    }
+
+    #[test]
+    fn flaky_and_failing_are_told_apart() {
+        let rows = vec![
+            // r1: failed, then passed: flaky. r2: failed twice: failing.
+            // r3: passed first time. r4: passed, then an infrastructure retry.
+            case_attempt("r1", 2, "passed"),
+            case_attempt("r1", 1, "failed"),
+            case_attempt("r2", 2, "failed"),
+            case_attempt("r2", 1, "failed"),
+            case_attempt("r3", 1, "passed"),
+            CaseAttempt { infrastructure: 1, ..case_attempt("r4", 1, "failed") },
+            case_attempt("r4", 1, "passed"),
+        ];
+        let history = CaseHistory::new("p".into(), "c".into(), rows);
+        assert_eq!(history.runs, 4);
+        assert_eq!((history.flake_percent(), history.failing_percent()), ("25".into(), "25".into()));
+        assert_eq!(history.failed_on["w/1"], 3, "an infrastructure retry is the device's fault, not a failure");
+    }
 
     #[test]
     fn durations_read_as_people_say_them() {
