@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use argus_proto::run::{CASES_FILE, CaseResult, MANIFEST_FILE, RunCase, RunManifest, StepStatus, totals};
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
 /// A run directory being written: `run.json` at the start, one
 /// `cases.jsonl` line per attempt as it finishes, `run.json` again at the end.
@@ -127,6 +127,22 @@ pub fn junit(suite_name: &str, attempts: &[RunCase]) -> String {
         let mut case =
             TestCase::new(last.title.clone().map_or_else(|| id.to_owned(), |t| format!("{id}: {t}")), status);
         case.set_classname(last.file.clone()).set_time(Duration::from_millis(last.ms));
+        // Where each attempt ran (on a grid): the last as `device` and
+        // `platform`, every one as `attempt.N.device` and `attempt.N.platform`.
+        let on = |attempt: &RunCase, field: &str| {
+            attempt.extra.get("device").and_then(|d| d.get(field)).and_then(|v| v.as_str()).map(str::to_owned)
+        };
+        for field in ["device", "platform"] {
+            let key = if field == "device" { "id" } else { field };
+            if let Some(value) = on(last, key) {
+                case.add_property(Property::new(field, value));
+            }
+            for attempt in &tries {
+                if let Some(value) = on(attempt, key) {
+                    case.add_property(Property::new(format!("attempt.{}.{field}", attempt.attempt), value));
+                }
+            }
+        }
         suite.add_test_case(case);
     }
     let mut report = Report::new(suite_name);
@@ -192,5 +208,25 @@ mod tests {
         let xml = junit("argus", &failed);
         assert!(xml.contains(r#"failures="1""#), "{xml}");
         assert!(xml.contains(r#"message="app.see Sent: not on screen: Sent""#), "{xml}");
+    }
+
+    #[test]
+    fn junit_names_the_device_and_platform_of_each_attempt() {
+        let on = |line: &str, device: &str, platform: &str| {
+            let mut case: RunCase = serde_json::from_str(line).unwrap();
+            case.extra.insert("device".into(), serde_json::json!({"id": device, "platform": platform, "worker": "w"}));
+            case
+        };
+        let xml = junit("shop", &[on(FAILED, "w/1", "ios"), on(PASSED, "w/2", "android")]);
+        for property in [
+            r#"<property name="device" value="w/2"/>"#,
+            r#"<property name="attempt.1.device" value="w/1"/>"#,
+            r#"<property name="attempt.2.device" value="w/2"/>"#,
+            r#"<property name="platform" value="android"/>"#,
+            r#"<property name="attempt.1.platform" value="ios"/>"#,
+        ] {
+            assert!(xml.contains(property), "{property} in {xml}");
+        }
+        assert!(xml.contains(r#"<testsuite name="shop""#), "{xml}");
     }
 }

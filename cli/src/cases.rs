@@ -92,6 +92,15 @@ pub fn load_suite(paths: &[PathBuf]) -> Result<(CasesConfig, Vec<argus_cases::Ca
     Ok((config, cases))
 }
 
+/// The project a suite belongs to when none is named: the folder it runs
+/// from. `argus run` submits under it, and JUnit names its suite after it.
+pub fn default_project() -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default()
+}
+
 pub fn report(errors: &[CaseError]) -> ExitCode {
     for error in errors {
         eprintln!("{error}");
@@ -268,7 +277,7 @@ async fn run_with_fixtures(
         write_error.get_or_insert(error);
     }
     if let Some(path) = &args.output.junit
-        && let Err(error) = std::fs::write(path, junit("argus", &attempts))
+        && let Err(error) = std::fs::write(path, junit(&default_project(), &attempts))
     {
         write_error.get_or_insert(format!("{}: {error}", path.display()));
     }

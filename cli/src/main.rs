@@ -6,9 +6,11 @@ mod demo;
 mod demo_backend;
 mod endpoint;
 mod grid;
+mod progress;
 mod run;
 mod serve;
 mod sim;
+mod summary;
 mod telemetry;
 
 use std::process::ExitCode;

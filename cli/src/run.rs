@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cases::{OutputArgs, check_fixtures, load_suite, report};
 use crate::grid::{SlotArgs, Target, channel, print_slots, start_local};
+use crate::progress::Progress;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -184,10 +185,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
             app: args.app.clone().unwrap_or_default(),
         }),
         retries: if args.once { 0 } else { args.retries },
-        project: args
-            .project
-            .clone()
-            .unwrap_or_else(|| cwd.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+        project: args.project.clone().unwrap_or_else(crate::cases::default_project),
         branch,
         commit,
         trigger: std::env::var("GITHUB_RUN_ID")
@@ -330,6 +328,9 @@ pub async fn execute(
         Err(error) => return usage(error),
     };
     let detach = request.detach;
+    let retries = request.retries;
+    // The JUnit suite is named after the project, as the dashboard names it.
+    let project_name = request.project.clone();
     // The run's root span: the coordinator's run span, its leases and the
     // workers' attempts join it through the request's metadata.
     let span = tracing::info_span!("argus run", project = %request.project, files = request.cases.len());
@@ -370,7 +371,9 @@ pub async fn execute(
         None => None,
     };
     let mut lines: Vec<RunCase> = Vec::new();
-    let mut progress = Progress::new(submitted.case_ids.len());
+    let mut progress = Progress::new(&submitted.case_ids, &submitted.expected_ms, submitted.from_history);
+    let started = tokio::time::Instant::now();
+    let mut retaken = crate::summary::Retaken::default();
     let run_id = submitted.run_id.clone();
     let signal = stop_signal();
     tokio::pin!(signal);
@@ -391,7 +394,7 @@ pub async fn execute(
                 code = &mut signal => return cancel_and_exit(&mut client, &run_id, &mut progress, code).await,
                 _ = async { match give_up { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
                     let reason = waiting_since.map(|(_, reason)| reason).unwrap_or_default();
-                    progress.clear();
+                    progress.finish();
                     eprintln!(
                         "argus run: no device could take the run's cases for {} s: {reason}; cancelling run {run_id}",
                         options.wait_for_devices.as_secs()
@@ -403,13 +406,13 @@ pub async fn execute(
             let update = match update {
                 Ok(Some(update)) => update,
                 Ok(None) => {
-                    progress.clear();
-                    eprintln!("argus run: the coordinator ended the watch before the run finished; watching again");
+                    progress.say(|| {
+                        eprintln!("argus run: the coordinator ended the watch before the run finished; watching again")
+                    });
                     continue 'watching;
                 }
                 Err(status) if resumable(&status) => {
-                    progress.clear();
-                    eprintln!("argus run: lost the coordinator ({}); reconnecting", status.message());
+                    progress.say(|| eprintln!("argus run: lost the coordinator ({}); reconnecting", status.message()));
                     continue 'watching;
                 }
                 Err(status) => return usage(format!("the coordinator stopped the watch: {}", status.message())),
@@ -424,7 +427,7 @@ pub async fn execute(
             match update.kind {
                 Some(run_update::Kind::Started(started)) => {
                     if waiting_since.take().is_some() {
-                        eprintln!("argus run: a device took the run's cases again");
+                        progress.say(|| eprintln!("argus run: a device took the run's cases again"));
                     }
                     let device = started.device.map(|d| d.id).unwrap_or_default();
                     progress.started(&device, &started.case_id);
@@ -432,13 +435,15 @@ pub async fn execute(
                 Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
                     let device = finished.device.map(|d| d.id).unwrap_or_default();
                     let note: serde_json::Value = serde_json::from_str(&finished.run_case_json).unwrap_or_default();
-                    progress.ended(&device, None);
-                    progress.clear();
-                    println!(
-                        "↻ {} on {device}: {} (it runs again)",
-                        note["id"].as_str().unwrap_or("?"),
-                        note["infrastructure"].as_str().unwrap_or("")
-                    );
+                    let case = note["id"].as_str().unwrap_or("?").to_owned();
+                    progress.ended(&device, &case, None);
+                    progress.say(|| {
+                        println!(
+                            "↻ {case} on {device}: {} (it runs again)",
+                            note["infrastructure"].as_str().unwrap_or("")
+                        )
+                    });
+                    retaken.attempts.push((case, device));
                 }
                 Some(run_update::Kind::Finished(finished)) => {
                     let line = match serde_json::from_str::<RunCase>(&finished.run_case_json) {
@@ -448,9 +453,11 @@ pub async fn execute(
                         }
                     };
                     let device = finished.device.map(|d| d.id).unwrap_or_default();
-                    progress.ended(&device, Some(line.result));
-                    progress.clear();
-                    print_line(&line, &device);
+                    // A failed attempt that runs again is not the case's end.
+                    let again = line.result == CaseResult::Failed && line.attempt <= retries;
+                    let end = (!again).then_some(line.result);
+                    progress.ended(&device, &line.id, end);
+                    progress.say(|| print_line(&line, &device));
                     if let Some(dir) = run_dir.as_mut()
                         && let Err(error) = dir.add(&line)
                     {
@@ -475,25 +482,25 @@ pub async fn execute(
                     progress.started(&device, &format!("{} › {label}", step.case_id));
                 }
                 Some(run_update::Kind::NoDevice(no)) if no.waiting => {
-                    progress.clear();
                     let left = options.wait_for_devices.as_secs();
-                    eprintln!(
-                        "argus run: waiting: {}; cancelling in {left} s unless a device comes (--wait-for-devices)",
-                        no.message
-                    );
+                    progress.say(|| {
+                        eprintln!(
+                            "argus run: waiting: {}; cancelling in {left} s unless a device comes (--wait-for-devices)",
+                            no.message
+                        )
+                    });
                     let since = waiting_since.as_ref().map_or_else(tokio::time::Instant::now, |(since, _)| *since);
                     waiting_since = Some((since, no.message));
                 }
                 Some(run_update::Kind::NoDevice(_)) if waiting_since.take().is_some() => {
-                    progress.clear();
-                    eprintln!("argus run: devices are back");
+                    progress.say(|| eprintln!("argus run: devices are back"));
                 }
                 Some(run_update::Kind::NoDevice(_)) | None => {}
             }
             progress.show();
         }
     };
-    progress.clear();
+    progress.finish();
     if manifest.totals.is_none() {
         // Cut short: by an operator, or because nobody could run it.
         if let Some(dir) = run_dir.as_mut()
@@ -509,22 +516,14 @@ pub async fn execute(
         return usage(error);
     }
     if let Some(path) = junit_path
-        && let Err(error) = std::fs::write(path, junit("argus", &lines))
+        && let Err(error) = std::fs::write(path, junit(&project_name, &lines))
     {
         return usage(format!("{}: {error}", path.display()));
     }
     let totals = manifest.totals.unwrap_or_default();
-    let mut summary = format!("{}/{} passed", totals.passed, totals.cases);
-    if totals.failed > 0 {
-        summary.push_str(&format!(", {} failed", totals.failed));
+    for line in crate::summary::summary(&totals, &lines, &retaken, started.elapsed()) {
+        println!("{line}");
     }
-    if totals.unsupported > 0 {
-        summary.push_str(&format!(", {} cannot run on this host", totals.unsupported));
-    }
-    if totals.retried > 0 {
-        summary.push_str(&format!(", {} retried", totals.retried));
-    }
-    println!("{summary}");
     if !submitted.dashboard_url.is_empty() {
         println!("{}", submitted.dashboard_url);
     }
@@ -649,7 +648,7 @@ where
     S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
     <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
-    progress.clear();
+    progress.finish();
     eprintln!("argus run: interrupted; cancelling run {run_id}");
     let cancel = client.cancel(grpc::CancelRequest { run_id: run_id.to_owned() });
     match tokio::time::timeout(Duration::from_secs(5), cancel).await {
@@ -676,61 +675,6 @@ fn print_line(line: &RunCase, device: &str) {
         CaseResult::Unsupported => {
             let why = line.steps.iter().find_map(|s| s.error.as_deref()).unwrap_or("unsupported");
             println!("∅ {}{retry}  cannot run on {device}: {why}", line.id);
-        }
-    }
-}
-
-/// On a terminal, one status line under the finished cases: what is done,
-/// and what each device is running now. In CI (no terminal), nothing.
-struct Progress {
-    live: bool,
-    total: usize,
-    passed: usize,
-    failed: usize,
-    running: std::collections::BTreeMap<String, String>,
-}
-
-impl Progress {
-    fn new(total: usize) -> Self {
-        use std::io::IsTerminal;
-        let live = std::io::stdout().is_terminal() && std::env::var("CI").is_err();
-        Self { live, total, passed: 0, failed: 0, running: Default::default() }
-    }
-
-    fn started(&mut self, device: &str, case: &str) {
-        self.running.insert(device.to_owned(), case.to_owned());
-    }
-
-    fn ended(&mut self, device: &str, result: Option<CaseResult>) {
-        self.running.remove(device);
-        match result {
-            Some(CaseResult::Failed) => self.failed += 1,
-            Some(_) => self.passed += 1,
-            None => {}
-        }
-    }
-
-    fn show(&self) {
-        if !self.live {
-            return;
-        }
-        let devices: Vec<String> = self.running.iter().map(|(d, c)| format!("{d}: {c}")).collect();
-        let line = format!(
-            "{} passed, {} failed, {} running of {}  {}",
-            self.passed,
-            self.failed,
-            self.running.len(),
-            self.total,
-            devices.join(" · ")
-        );
-        let line: String = line.chars().take(160).collect();
-        print!("\r\x1b[2K{line}");
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-    }
-
-    fn clear(&self) {
-        if self.live {
-            print!("\r\x1b[2K");
         }
     }
 }

@@ -33,7 +33,11 @@ fn the_demo_shards_its_suite_over_both_platforms_and_shows_a_flake_an_unsupporte
     let shot = promo[0].steps.iter().find_map(|s| s.screenshot.clone()).expect("the failure is pictured");
     assert!(std::fs::read(out.join(&shot)).unwrap().starts_with(b"\x89PNG"), "{shot} is in the run directory");
     assert!(run.cases.iter().any(|c| c.id == "clock" && c.result == CaseResult::Unsupported));
-    assert!(out.join("junit.xml").exists());
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains(r#"<testsuite name="demo""#), "one suite, named after the project");
+    assert!(junit.contains(r#"<property name="attempt.2.device" value="demo/"#), "where each attempt ran: {junit}");
+    assert!(printed.contains("flaky: promo (passed on attempt 2)"), "{printed}");
+    assert!(printed.contains("infrastructure retry: 1 (relaunch on demo/"), "{printed}");
     std::fs::remove_dir_all(state).unwrap();
 }
 

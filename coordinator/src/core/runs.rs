@@ -290,6 +290,8 @@ impl Core {
         };
         argus_proto::trace::set_parent(&run.span, traceparent);
         info!(run = %id, cases = run.cases.len(), selector = %run.selector.describe(), "run submitted");
+        let from_history = new_run.cases.iter().any(|c| c.estimate_source == "history");
+        let expected_ms: Vec<u64> = new_run.cases.iter().map(|c| c.expected_ms.max(0) as u64).collect();
         let case_ids: Vec<String> = new_run.cases.into_iter().map(|c| c.case_id).collect();
         self.runs.insert(id.clone(), run);
         for case in &case_ids {
@@ -300,6 +302,8 @@ impl Core {
             run_id: id.clone(),
             case_ids,
             dashboard_url: self.config.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
+            expected_ms,
+            from_history,
         }
     }
 
