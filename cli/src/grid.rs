@@ -159,6 +159,7 @@ pub struct StandaloneArgs {
     store: StoreArgs,
     #[command(flatten)]
     artifacts: ArtifactArgs,
+    /// The gRPC address clients (argus run, devices, runs) connect to.
     #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
     #[command(flatten)]
@@ -456,18 +457,29 @@ pub struct DevicesArgs {
 #[derive(clap::Subcommand)]
 enum DeviceAction {
     /// Let a quarantined device run cases again.
-    Release { device: String },
+    Release {
+        /// The device, as `argus devices` lists it: WORKER/SLOT.
+        device: String,
+    },
     /// Keep a device from running cases, with a reason others will see.
     Quarantine {
+        /// The device, as `argus devices` lists it: WORKER/SLOT.
         device: String,
+        /// Why, for `argus devices` and the fleet page.
         #[arg(long, default_value = "quarantined by an operator")]
         reason: String,
     },
     /// Let a worker finish what it runs and take no more (until resumed;
     /// kept across restarts).
-    Drain { worker: String },
+    Drain {
+        /// The worker's name (its --name).
+        worker: String,
+    },
     /// Let a drained worker take work again.
-    Resume { worker: String },
+    Resume {
+        /// The worker's name (its --name).
+        worker: String,
+    },
 }
 
 pub async fn devices(args: DevicesArgs) -> ExitCode {

@@ -71,6 +71,8 @@ pub struct RunArgs {
     /// then cancel the run and exit 2.
     #[arg(long, env = "ARGUS_WAIT_FOR_DEVICES", default_value_t = 300.0, value_name = "SECONDS")]
     wait_for_devices: f64,
+    /// The project the run is filed under in the history (default: the
+    /// name of the folder it runs from).
     #[arg(long, env = "ARGUS_PROJECT")]
     project: Option<String>,
     #[command(flatten)]

@@ -24,6 +24,8 @@ fn the_demo_shards_its_suite_over_both_platforms_and_shows_a_flake_an_unsupporte
     let platforms: std::collections::BTreeSet<&str> =
         run.cases.iter().filter_map(|c| c.extra.get("device")?.get("platform")?.as_str()).collect();
     assert_eq!(platforms.into_iter().collect::<Vec<_>>(), ["android", "ios"]);
+    assert_eq!(run.manifest.platform, None, "not one platform");
+    assert_eq!(run.manifest.extra["platforms"], serde_json::json!(["android", "ios"]), "but these");
     let promo: Vec<_> = run.cases.iter().filter(|c| c.id == "promo").collect();
     assert_eq!(
         promo.iter().map(|c| (c.attempt, c.result)).collect::<Vec<_>>(),
@@ -192,8 +194,10 @@ fn a_failed_step_is_pictured_and_its_picture_reaches_the_store_the_run_directory
     std::fs::write(
         &config,
         format!(
-            "[[slot]]\nport = {}\nhooks.screenshot = \"printf 'hook picture of %s on %s' \\\"$ARGUS_CASE\\\" {{slot}} > {{file}}\"\n",
-            ports[0]
+            "[[slot]]\nport = {}\nhooks.screenshot = \"printf 'hook picture of %s on %s' \\\"$ARGUS_CASE\\\" {{slot}} > {{file}}\"\n{}",
+            ports[0],
+            // Films until SIGINT, then writes its file, as recordVideo does.
+            "hooks.record = \"trap 'printf film > {file}; exit 0' INT; while :; do sleep 0.05; done\"\n"
         ),
     )
     .unwrap();
@@ -234,8 +238,21 @@ fn a_failed_step_is_pictured_and_its_picture_reaches_the_store_the_run_directory
         let in_store = std::fs::read(artifacts.join(&run_id).join(&path)).expect("the coordinator kept the picture");
         assert_eq!(in_out, in_store);
         match attempt.extra["device"]["worker"].as_str().unwrap() {
-            "w0" => assert_eq!(in_out, format!("hook picture of red on {}", ports[0]).into_bytes(), "the slot's hook"),
-            "w1" => assert!(in_out.starts_with(b"\x89PNG\r\n"), "the simulated app's picture is a PNG"),
+            "w0" => {
+                assert_eq!(in_out, format!("hook picture of red on {}", ports[0]).into_bytes(), "the slot's hook");
+                let film = attempt.video.clone().expect("the slot's record hook filmed the attempt");
+                assert_eq!(film, argus_proto::artifacts::video_path("red", attempt.attempt));
+                assert_eq!(std::fs::read(out.join(&film)).unwrap(), b"film", "fetched with the run");
+                assert_eq!(std::fs::read(artifacts.join(&run_id).join(&film)).unwrap(), b"film", "kept");
+                assert!(attempt.steps.iter().all(|s| s.video_s.is_some()), "each step's place in the film");
+                assert!(run_page.contains(&format!(
+                    "<video class=\"film\" controls preload=\"metadata\" src=\"/runs/{run_id}/files/{film}\""
+                )));
+            }
+            "w1" => {
+                assert!(in_out.starts_with(b"\x89PNG\r\n"), "the simulated app's picture is a PNG");
+                assert_eq!(attempt.video, None, "a slot without a record hook films nothing");
+            }
             other => panic!("a device of worker {other}"),
         }
         let (status, served) = http_get_bytes(&http, &format!("/runs/{run_id}/files/{path}"));

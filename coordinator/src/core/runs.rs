@@ -315,13 +315,20 @@ impl Core {
             return;
         }
         let finished_at = now_ms();
-        let manifest = RunManifest {
+        // lynkeus' manifest names the one platform its device had; a grid
+        // run may span several, which it then lists (`platforms`) instead.
+        let platforms: std::collections::BTreeSet<&str> =
+            run.lines.iter().filter_map(|l| l.extra.get("device")?.get("platform")?.as_str()).collect();
+        let mut manifest = RunManifest {
             finished_at: Some(iso(finished_at)),
-            platform: run.platform.clone(),
+            platform: run.platform.clone().filter(|_| platforms.len() <= 1),
             native: run.native,
             totals: Some(totals(&run.lines)),
             ..RunManifest::started(iso(run.started_at))
         };
+        if platforms.len() > 1 {
+            manifest.extra.insert("platforms".into(), platforms.iter().copied().collect::<Vec<_>>().into());
+        }
         let manifest_json = manifest_json(&manifest);
         if let Err(error) = self.store.finish_run(run_id, finished_at, &manifest_json).await {
             warn!(%error, run = run_id, "cannot record the end of a run; trying again");

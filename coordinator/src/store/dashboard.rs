@@ -12,13 +12,17 @@ impl Store {
         let mut clauses: Vec<String> = Vec::new();
         let mut texts: Vec<String> = Vec::new();
         let mut numbers: Vec<i64> = Vec::new();
-        for (column, value) in
-            [("project", &filter.project), ("branch", &filter.branch), ("platform", &filter.platform)]
-        {
+        for (column, value) in [("project", &filter.project), ("branch", &filter.branch)] {
             if let Some(value) = value.as_ref().filter(|v| !v.is_empty()) {
                 texts.push(value.clone());
                 clauses.push(format!("{column} = ${}", texts.len()));
             }
+        }
+        // A run on several platforms lists them, `android,ios`: it is found
+        // under each.
+        if let Some(platform) = filter.platform.as_ref().filter(|v| !v.is_empty()) {
+            texts.push(format!(",{platform},"));
+            clauses.push(format!("(',' || platform || ',') LIKE ('%' || ${} || '%')", texts.len()));
         }
         match filter.result.as_deref() {
             None | Some("") => {}

@@ -872,7 +872,13 @@ async fn finish_run_in(
     manifest_json: &str,
 ) -> Result<(), StoreError> {
     let manifest: Option<argus_proto::run::RunManifest> = serde_json::from_str(manifest_json).ok();
-    let platform = manifest.as_ref().and_then(|m| m.platform.clone());
+    // One platform, or those of a run that spanned several: `android,ios`.
+    let platform = manifest.as_ref().and_then(|m| {
+        m.platform.clone().or_else(|| {
+            let listed = m.extra.get("platforms")?.as_array()?;
+            Some(listed.iter().filter_map(|p| p.as_str()).collect::<Vec<_>>().join(","))
+        })
+    });
     let totals = manifest.and_then(|m| m.totals);
     let result = match &totals {
         Some(t) if t.failed > 0 => "failed",
