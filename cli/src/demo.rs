@@ -120,8 +120,11 @@ pub async fn run(args: DemoArgs) -> ExitCode {
             Ok(port) => port,
             Err(error) => return failed(error),
         };
-        let platform = if index < 4 { "ios" } else { "android" };
-        slots.push(SlotConfig::for_port(port, platform));
+        let (platform, model) =
+            if index < 4 { ("ios", "iPhone 15 (simulated)") } else { ("android", "Pixel 8 (simulated)") };
+        let mut slot = SlotConfig::for_port(port, platform);
+        slot.labels.insert("model".into(), model.into());
+        slots.push(slot);
     }
     let worker = WorkerConfig {
         coordinator: url.clone(),

@@ -185,7 +185,14 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
         app_token: None,
         token: None,
         tls_ca: None,
-        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+        slots: ports
+            .iter()
+            .map(|p| {
+                let mut slot = SlotConfig::for_port(*p, "ios");
+                slot.labels.insert("model".into(), "iPhone 15".into());
+                slot
+            })
+            .collect(),
     };
     tokio::spawn(link::run(config, cancel.clone()));
     let sims: Vec<Sim> = ports.iter().map(|p| Sim::start(*p, None)).collect();
@@ -230,6 +237,8 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     let drawn = client.execute(picture, vec![]).await.unwrap();
     assert_eq!(drawn, json!([780, 1688]), "the 390x844 window pictured at 2x");
     assert_eq!(client.find_all(Locator::Css("figure.timeline rect.bar")).await.unwrap().len(), 1);
+    let lane = text_of(&client, "figure.timeline text.lane").await;
+    assert!(lane.starts_with("mac/") && lane.ends_with(" · ios · iPhone 15"), "device, platform, model: {lane}");
     let totals = text_of(&client, "#totals").await;
     assert!(totals.contains("0 passed") && totals.contains("1 failed"), "{totals}");
     assert!(totals.contains("of 1 case (1 ios) on 1 device in"), "{totals}");

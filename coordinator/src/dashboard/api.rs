@@ -140,7 +140,10 @@ pub async fn run_detail(state: &HttpState, id: &str) -> Result<RunDetail, ApiErr
     if view.result == "running" {
         view.finished_attempts = Some(state.store.finished_attempts(id).await?);
     }
-    Ok(RunDetail::new(view, attempts))
+    let mut detail = RunDetail::new(view, attempts);
+    let devices: Vec<String> = detail.lanes().into_keys().collect();
+    detail.models = state.store.device_models(&devices).await?.into_iter().collect();
+    Ok(detail)
 }
 
 pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {

@@ -5,7 +5,7 @@ use super::view::{AttemptView, CaseAttemptView, RunDetail, duration};
 
 pub const WIDTH: f64 = 1000.0;
 const LANE: f64 = 26.0;
-const LABELS: f64 = 190.0;
+const LABELS: f64 = 250.0;
 
 /// One attempt on a device's lane.
 #[derive(Debug, Clone)]
@@ -63,12 +63,13 @@ impl Timeline {
         let mut names = Vec::new();
         for (index, (device, attempts)) in lanes.iter().enumerate() {
             let y = 20.0 + index as f64 * LANE;
-            // A lane is named by its device and that device's platform.
+            // A lane is named by its device, its platform and its model.
             let platform = attempts.iter().find_map(|(_, a)| a.platform.as_deref());
-            let label = match platform {
-                Some(platform) => format!("{device} · {platform}"),
-                None => device.clone(),
-            };
+            let label = [Some(device.as_str()), platform, detail.models.get(device).map(String::as_str)]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" · ");
             names.push((y + 15.0, label));
             for (case, attempt) in attempts {
                 bars.push(bar(case, attempt, y, &scale, now_ms));

@@ -219,6 +219,8 @@ pub struct RunDetail {
     pub run: RunView,
     pub counts: RunCounts,
     pub cases: Vec<CaseView>,
+    /// Each device's model, where its slot names one (label `model`).
+    pub models: BTreeMap<String, String>,
 }
 
 impl RunDetail {
@@ -254,7 +256,7 @@ impl RunDetail {
             }
         }
         let counts = RunCounts::of(&cases);
-        Self { run, counts, cases }
+        Self { run, counts, cases, models: BTreeMap::new() }
     }
 
     /// Per device, the attempts it ran, for the timeline.

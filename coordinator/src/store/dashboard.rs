@@ -114,6 +114,31 @@ impl Store {
         .await?)
     }
 
+    /// The model of each device that has one (its slot's `model` label),
+    /// for naming a run's lanes: one statement per chunk of devices.
+    pub async fn device_models(
+        &self,
+        device_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let mut models = std::collections::HashMap::new();
+        for chunk in device_ids.chunks(self.rows()) {
+            let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 1)).collect();
+            let sql = format!("SELECT id, device_json FROM devices WHERE id IN ({})", ids.join(", "));
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_as::<_, (String, String)>(sqlx::AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id);
+            }
+            for (id, json) in query.fetch_all(&self.pool).await? {
+                let device: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+                if let Some(model) = device["labels"]["model"].as_str().filter(|m| !m.is_empty()) {
+                    models.insert(id, model.to_owned());
+                }
+            }
+        }
+        Ok(models)
+    }
+
     /// The projects that have runs, for the filters.
     pub async fn projects(&self) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar::<_, String>("SELECT DISTINCT project FROM runs ORDER BY project")
