@@ -75,7 +75,8 @@ impl Timeline {
                 bars.push(bar(case, attempt, y, &scale, now_ms));
             }
         }
-        let ticks = round_ticks(end - start).into_iter().map(|ms| (scale(start + ms), duration(ms))).collect();
+        let tick = |ms: i64| if ms == 0 { "0".to_owned() } else { duration(ms) };
+        let ticks = round_ticks(end - start).into_iter().map(|ms| (scale(start + ms), tick(ms))).collect();
         let legend = RESULTS.into_iter().filter(|r| bars.iter().any(|b| b.result == *r)).collect();
         Self { height: 30.0 + lanes.len() as f64 * LANE, lanes: names, bars, ticks, legend }
     }
