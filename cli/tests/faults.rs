@@ -703,6 +703,7 @@ fn a_worker_stopped_with_sigterm_finishes_its_attempts_first() {
     signal(&grid.workers[0].0.0, "TERM");
     let status = grid.workers[0].0.0.wait().unwrap();
     let stopped = at.elapsed();
+    let exited_ms = now_ms();
     assert!(status.success(), "the worker stops cleanly: {status:?}");
     let (code, printed) = finish(client);
     assert_eq!(code, Some(0), "{printed}");
@@ -710,6 +711,10 @@ fn a_worker_stopped_with_sigterm_finishes_its_attempts_first() {
     let from_w0: Vec<&LogRow> = log.iter().filter(|r| r.worker_id.as_deref() == Some("w0")).collect();
     assert!(from_w0.iter().all(|r| r.infrastructure == 0), "its attempts finished, none was cut: {from_w0:?}");
     assert!(from_w0.len() > had, "the attempt it was running was recorded");
+    // Once its last attempt is in, the coordinator ends the stream at its
+    // GoingAway: the worker does not sit out its 2 s drain timeout.
+    let last = from_w0.iter().filter_map(|r| r.finished_at).max().unwrap();
+    assert!(exited_ms - last < 1_500, "exited {} ms after its last result", exited_ms - last);
     println!("recovery: worker SIGTERM: it finished its attempt and stopped after {:.2} s", stopped.as_secs_f64());
 }
 

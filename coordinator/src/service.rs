@@ -57,7 +57,10 @@ impl grpc::workers_server::Workers for Services {
             return Err(Status::invalid_argument("the first message on a worker's stream must be Register"));
         };
         let (tx, rx) = mpsc::channel(256);
-        let to_worker = tx.clone();
+        // Kept for the relay's answers until the worker says it is going:
+        // then the stream to it must end once the owner lets go of it, and
+        // not wait for the worker's side to close first.
+        let mut to_worker = Some(tx.clone());
         let link = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await??;
         let (handle, relay) = (self.handle.clone(), self.relay.clone());
         let mut files = crate::artifacts::Assembler::new(self.artifacts.clone());
@@ -69,8 +72,14 @@ impl grpc::workers_server::Workers for Services {
                     // follows them on the link, reaches the owner task.
                     let message = match message.kind {
                         Some(worker_message::Kind::ProjectCall(call)) => {
-                            relay.call(&to_worker, call).await;
+                            if let Some(to_worker) = &to_worker {
+                                relay.call(to_worker, call).await;
+                            }
                             continue;
+                        }
+                        Some(worker_message::Kind::GoingAway(going)) => {
+                            to_worker = None;
+                            grpc::WorkerMessage { kind: Some(worker_message::Kind::GoingAway(going)) }
                         }
                         Some(worker_message::Kind::Artifact(piece)) => {
                             files.piece(piece).await;

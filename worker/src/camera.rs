@@ -23,7 +23,10 @@ use argus_proto::run::RunCase;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::slots::{Placeholder, run_hook};
+use crate::slots::{Placeholder, run_hook_within};
+
+/// How long a screenshot may take: a failed attempt waits for it.
+pub const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long a stopped recorder may take to finish its file.
 const RECORD_FINISH: Duration = Duration::from_secs(10);
@@ -44,7 +47,8 @@ pub struct HookCamera {
 
 impl Camera for HookCamera {
     fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
-        Box::pin(async move { run_hook("screenshot", &self.command, &with_file(&self.placeholders, file)).await })
+        let placeholders = with_file(&self.placeholders, file);
+        Box::pin(async move { run_hook_within("screenshot", &self.command, &placeholders, SCREENSHOT_TIMEOUT).await })
     }
 }
 

@@ -164,6 +164,16 @@ impl WorkerFile {
 /// a quoted reference to its variable. Errors quote the command as written,
 /// without the values.
 pub async fn run_hook(which: &str, command: &str, placeholders: &[Placeholder]) -> Result<(), String> {
+    run_hook_within(which, command, placeholders, HOOK_TIMEOUT).await
+}
+
+/// [`run_hook`] with a time limit of its own.
+pub async fn run_hook_within(
+    which: &str,
+    command: &str,
+    placeholders: &[Placeholder],
+    limit: Duration,
+) -> Result<(), String> {
     let mut script = command.to_owned();
     let mut child = tokio::process::Command::new("sh");
     for placeholder in placeholders {
@@ -172,8 +182,8 @@ pub async fn run_hook(which: &str, command: &str, placeholders: &[Placeholder]) 
     }
     let line = command;
     let child = child.arg("-c").arg(&script).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
-    match tokio::time::timeout(HOOK_TIMEOUT, child).await {
-        Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", HOOK_TIMEOUT.as_secs())),
+    match tokio::time::timeout(limit, child).await {
+        Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", limit.as_secs())),
         Ok(Err(e)) => Err(format!("the {which} hook `{line}` could not start: {e}")),
         Ok(Ok(output)) if output.status.success() => Ok(()),
         Ok(Ok(output)) => {

@@ -16,7 +16,7 @@ use argus_proto::run::StepStatus;
 use serde_json::json;
 use tracing::warn;
 
-use super::{Attempt, CALL_TIMEOUT, Device};
+use super::{Attempt, Device};
 
 /// A way to picture a device's screen that is not the app's own.
 pub trait Camera: Send + Sync {
@@ -51,6 +51,9 @@ impl Pictures {
 
 /// How long the app may take to settle before its picture, as lynkeus waits.
 const SETTLE: (u64, u64) = (700, 3000);
+/// How long the app's `screenshot` may take: a frozen app must not hold a
+/// failed attempt for a whole call timeout more.
+const SCREENSHOT_CALL: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl<D: Device> Attempt<'_, D> {
     /// Pictures the screen into `path` (relative to the run directory);
@@ -67,12 +70,15 @@ impl<D: Device> Attempt<'_, D> {
             warn!(folder = %folder.display(), %error, "cannot make the folder of a screenshot");
             return None;
         }
-        let _ = self.idle(SETTLE.0, SETTLE.1).await;
+        let settled = self.idle(SETTLE.0, SETTLE.1).await.is_ok();
         let taken = match &pictures.camera {
             Some(camera) => camera.screenshot(&file).await,
+            // An app that does not answer `idle` (frozen, gone) is not asked
+            // for a picture either: the host's camera can still take one.
+            None if !settled => return None,
             None => {
                 let params = json!({ "path": file.display().to_string() });
-                self.call("screenshot", Some(params), CALL_TIMEOUT).await.map(drop).map_err(|e| e.message)
+                self.call("screenshot", Some(params), SCREENSHOT_CALL).await.map(drop).map_err(|e| e.message)
             }
         };
         match taken {
