@@ -40,7 +40,9 @@ pub fn init(default_level: &str, service: &'static str) -> Telemetry {
         .or_else(|| std::env::var("RUST_LOG").ok())
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new(default_level));
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    // Colour only on a terminal: a CI log or a file gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_filter(filter);
     let provider = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok().filter(|endpoint| !endpoint.is_empty()).and_then(
         |endpoint| match exporter(service) {
             Ok(provider) => Some(provider),
