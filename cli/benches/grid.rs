@@ -153,6 +153,51 @@ async fn run(url: &str, cases: Vec<grpc::CaseFile>, expected: usize) -> Measured
     Measured { submit, wall: started.elapsed(), lines, first_call }
 }
 
+/// A 10,000-case suite submitted while another run's leases flow: how long
+/// the submit takes, and the longest the other run then went without a
+/// result, beside its usual pause between results (a submit that held the
+/// owner task would show as one long pause).
+async fn submit_under_load(url: &str, devices: usize) -> (Duration, Duration, Duration) {
+    let one_step = "  - app.see: \"#title\"\n";
+    let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
+    let flowing = grpc::SubmitRequest {
+        cases: suite(devices * 6, "flow", one_step),
+        project: "bench".into(),
+        ..Default::default()
+    };
+    let flow_id = runs.submit(flowing).await.unwrap().into_inner().run_id;
+    let mut updates = runs.watch(grpc::WatchRequest { run_id: flow_id, after_seq: 0 }).await.unwrap().into_inner();
+    let results = tokio::spawn(async move {
+        let mut at = Vec::new();
+        while let Ok(Some(update)) = updates.message().await {
+            match update.kind {
+                Some(run_update::Kind::Finished(_)) => at.push(Instant::now()),
+                Some(run_update::Kind::RunFinished(_)) => break,
+                _ => {}
+            }
+        }
+        at
+    });
+    // Into the flow, then the big suite.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let big =
+        grpc::SubmitRequest { cases: suite(10_000, "big", one_step), project: "bench".into(), ..Default::default() };
+    let started = Instant::now();
+    let big_id = runs.submit(big).await.unwrap().into_inner().run_id;
+    let submit = started.elapsed();
+    let ended = Instant::now();
+    runs.cancel(grpc::CancelRequest { run_id: big_id }).await.unwrap();
+    let at = results.await.unwrap();
+    let mut pauses: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    // The longest pause that overlaps the submit.
+    let during =
+        at.windows(2).filter(|w| w[1] >= started && w[0] <= ended).map(|w| w[1] - w[0]).max().unwrap_or(submit);
+    // Results come in bursts: "usual" is the pause most are shorter than (p99).
+    pauses.sort_unstable();
+    let usual = pauses.get(pauses.len() * 99 / 100).copied().unwrap_or_default();
+    (submit, during, usual)
+}
+
 /// The store alone, for as many attempts: every lease in one transaction,
 /// every result in another, as the owner task does per burst at best.
 async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
@@ -286,6 +331,15 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
         lower / 1000.0
     );
     println!("  {:<46} {:>10.2} ms p50 {:>8.2} ms p99", "same-device gap", ms(&gaps, 0.5), ms(&gaps, 0.99));
+    let (submit, during, usual) = submit_under_load(&url, devices).await;
+    println!("{store}, {devices} devices, a 10,000-case suite submitted while another run's leases flow:");
+    println!("  {:<46} {:>10.1} ms", "submit", submit.as_secs_f64() * 1000.0);
+    println!(
+        "  {:<46} {:>10.1} ms (p99 of all pauses {:.1} ms)",
+        "longest pause in the other run's results",
+        during.as_secs_f64() * 1000.0,
+        usual.as_secs_f64() * 1000.0
+    );
     let (cpu_after, peak) = usage();
     println!(
         "  {:<46} {:>10.1} s CPU, {:.0} MiB peak RSS",

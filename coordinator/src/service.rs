@@ -172,7 +172,14 @@ impl grpc::runs_server::Runs for Services {
         let traceparent = argus_proto::trace::extract(request.metadata());
         // Checked, estimated and written here, off the owner task: a suite
         // of 10,000 cases does not hold up anyone else's leases.
-        let suite = crate::submit::check(request.into_inner()).map_err(Status::invalid_argument)?;
+        // Parsing and expanding a large suite is CPU work of hundreds of
+        // milliseconds: on a blocking thread, not on one the owner task,
+        // the workers' links and the watches share.
+        let request = request.into_inner();
+        let suite = tokio::task::spawn_blocking(move || crate::submit::check(request))
+            .await
+            .map_err(|e| Status::internal(format!("checking the suite stopped: {e}")))?
+            .map_err(Status::invalid_argument)?;
         let selector = suite.selector.clone();
         ask(&self.handle, |reply| Command::Admit { selector, reply }).await??;
         let platform = suite.selector.platform.clone().unwrap_or_default();
@@ -183,7 +190,12 @@ impl grpc::runs_server::Runs for Services {
             .map_err(|e| Status::unavailable(format!("cannot read the suite's history: {e}")))?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let started_at = core::now_ms();
-        let run = suite.plan(id, started_at, core::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
+        let (suite, run) = tokio::task::spawn_blocking(move || {
+            let run = suite.plan(id, started_at, core::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
+            (suite, run)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("planning the run stopped: {e}")))?;
         self.store.create_run(&run).await.map_err(|e| Status::unavailable(format!("cannot record the run: {e}")))?;
         let response = ask(&self.handle, |reply| Command::Submitted {
             suite: Box::new(suite),
