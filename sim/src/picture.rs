@@ -12,8 +12,11 @@ use embedded_graphics::prelude::*;
 use embedded_graphics::primitives::{PrimitiveStyleBuilder, Rectangle, RoundedRectangle};
 use embedded_graphics::text::{Baseline, Text};
 
-/// Pictures are drawn at this many pixels per point, as a 2x device shows them.
-const SCALE: u32 = 2;
+/// Pictures are drawn one pixel per point, with a font sized for that.
+const SCALE: u32 = 1;
+/// Then each pixel is written as ZOOM × ZOOM, as a 2x device's screenshot is
+/// sized: text stays as legible as the model's layout makes it.
+const ZOOM: u32 = 2;
 /// The largest side drawn, in points: a model's window is clamped to it.
 const MAX_POINTS: u32 = 2048;
 
@@ -176,14 +179,27 @@ pub fn png(screen: &Screen) -> Vec<u8> {
 }
 
 fn encode(canvas: &Canvas) -> Vec<u8> {
+    let (width, height) = (canvas.width * ZOOM, canvas.height * ZOOM);
+    let mut zoomed = Vec::with_capacity((width * height * 3) as usize);
+    for row in canvas.rgb.chunks_exact((canvas.width * 3) as usize) {
+        let mut line = Vec::with_capacity((width * 3) as usize);
+        for pixel in row.chunks_exact(3) {
+            for _ in 0..ZOOM {
+                line.extend_from_slice(pixel);
+            }
+        }
+        for _ in 0..ZOOM {
+            zoomed.extend_from_slice(&line);
+        }
+    }
     let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, canvas.width, canvas.height);
+    let mut encoder = png::Encoder::new(&mut out, width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     encoder.set_compression(png::Compression::Fast);
     // Writing to a Vec fails only on a size mismatch, which the canvas rules out.
     let mut writer = encoder.write_header().expect("a PNG header into memory");
-    writer.write_image_data(&canvas.rgb).expect("an image of its own size");
+    writer.write_image_data(&zoomed).expect("an image of its own size");
     writer.finish().expect("a PNG into memory");
     out
 }
