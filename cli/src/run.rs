@@ -344,8 +344,8 @@ pub async fn execute(
     };
     let cases = submitted.case_ids.len();
     match submitted.dashboard_url.as_str() {
-        "" => println!("run {}: {cases} case{}", submitted.run_id, plural(cases)),
-        url => println!("run {}: {cases} case{}, live at {url}", submitted.run_id, plural(cases)),
+        "" => println!("run {}: {cases} case{}", submitted.run_id, crate::summary::plural(cases)),
+        url => println!("run {}: {cases} case{}, live at {url}", submitted.run_id, crate::summary::plural(cases)),
     }
     if detach {
         println!("detached: the run goes on without this client");
@@ -558,10 +558,6 @@ where
             eprintln!("argus run: cannot fetch {path} of run {run_id}: {error}");
         }
     }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
 
 /// Why watching stopped before the run did.

@@ -109,7 +109,8 @@ fn device<'a>(line: &'a RunCase, field: &str) -> Option<&'a str> {
     line.extra.get("device")?.get(field)?.as_str()
 }
 
-fn plural(n: usize) -> &'static str {
+/// `s` after a count other than one.
+pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 

@@ -71,8 +71,9 @@ impl ArtifactStore for DirStore {
             return Err(ArtifactError::TooLarge { path: path.into(), size: bytes.len() as u64, limit: MAX_FILE_BYTES });
         }
         let io = |error| ArtifactError::Io { path: path.into(), error };
-        let folder = file.parent().expect("a joined path has a parent");
-        tokio::fs::create_dir_all(folder).await.map_err(io)?;
+        if let Some(folder) = file.parent() {
+            tokio::fs::create_dir_all(folder).await.map_err(io)?;
+        }
         // Whole or not at all: a reader never sees half a picture.
         let partial = file.with_extension(format!("partial-{}", uuid::Uuid::new_v4()));
         tokio::fs::write(&partial, &bytes).await.map_err(io)?;

@@ -149,8 +149,9 @@ fn draw_element(canvas: &mut Canvas, element: &Element) {
     let _ = Text::with_baseline(&line, at, MonoTextStyle::new(font, color), Baseline::Middle).draw(canvas);
 }
 
-/// The picture of `screen`, as PNG bytes.
-pub fn png(screen: &Screen) -> Vec<u8> {
+/// The picture of `screen`, as PNG bytes; the error says why the encoder
+/// refused it.
+pub fn png(screen: &Screen) -> Result<Vec<u8>, String> {
     let clamp = |v: f64| (v.round().max(1.0) as u32).min(MAX_POINTS) * SCALE;
     let (width, height) = (clamp(screen.window.w), clamp(screen.window.h));
     let mut canvas = Canvas::new(width, height);
@@ -178,7 +179,7 @@ pub fn png(screen: &Screen) -> Vec<u8> {
     encode(&canvas)
 }
 
-fn encode(canvas: &Canvas) -> Vec<u8> {
+fn encode(canvas: &Canvas) -> Result<Vec<u8>, String> {
     let (width, height) = (canvas.width * ZOOM, canvas.height * ZOOM);
     let mut zoomed = Vec::with_capacity((width * height * 3) as usize);
     for row in canvas.rgb.chunks_exact((canvas.width * 3) as usize) {
@@ -197,11 +198,11 @@ fn encode(canvas: &Canvas) -> Vec<u8> {
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     encoder.set_compression(png::Compression::Fast);
-    // Writing to a Vec fails only on a size mismatch, which the canvas rules out.
-    let mut writer = encoder.write_header().expect("a PNG header into memory");
-    writer.write_image_data(&zoomed).expect("an image of its own size");
-    writer.finish().expect("a PNG into memory");
-    out
+    let fail = |e: png::EncodingError| format!("cannot encode the picture: {e}");
+    let mut writer = encoder.write_header().map_err(fail)?;
+    writer.write_image_data(&zoomed).map_err(fail)?;
+    writer.finish().map_err(fail)?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -237,7 +238,7 @@ mod tests {
             presenting: None,
             cost_ms: 0,
         };
-        let bytes = png(&screen);
+        let bytes = png(&screen).unwrap();
         let (info, pixels) = decode(&bytes);
         assert_eq!((info.width, info.height), (780, 1688));
         let at = |x: u32, y: u32| {

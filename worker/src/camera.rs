@@ -23,7 +23,7 @@ use argus_proto::run::RunCase;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::slots::{Placeholder, run_hook_within};
+use crate::slots::{Placeholder, hook_command, run_hook_within};
 
 /// How long a screenshot may take: a failed attempt waits for it.
 pub const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -62,15 +62,7 @@ pub struct Recording {
 impl Recording {
     /// Starts `command` in a process group of its own, writing to `file`.
     pub fn start(command: &str, placeholders: &[Placeholder], file: PathBuf) -> Result<Self, String> {
-        let mut script = command.to_owned();
-        let mut child = tokio::process::Command::new("sh");
-        for placeholder in with_file(placeholders, &file) {
-            script = script.replace(placeholder.name, &format!("\"${{{}}}\"", placeholder.env));
-            child.env(placeholder.env, &placeholder.value);
-        }
-        let child = child
-            .arg("-c")
-            .arg(&script)
+        let child = hook_command(command, &with_file(placeholders, &file))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -79,6 +71,23 @@ impl Recording {
             .spawn()
             .map_err(|e| format!("the record hook `{command}` could not start: {e}"))?;
         Ok(Self { child, file, started: Instant::now() })
+    }
+
+    /// Films attempt `attempt` of `case_id` into its place under `root`;
+    /// none, said in the log, when the recorder cannot start.
+    pub fn of_attempt(
+        command: &str,
+        placeholders: &[Placeholder],
+        root: &Path,
+        case_id: &str,
+        attempt: u32,
+    ) -> Option<Self> {
+        let started = argus_proto::artifacts::join(root, &argus_proto::artifacts::video_path(case_id, attempt))
+            .and_then(|file| {
+                std::fs::create_dir_all(file.parent().unwrap_or(root)).map_err(|e| e.to_string())?;
+                Self::start(command, placeholders, file)
+            });
+        started.inspect_err(|error| warn!(%error, "the attempt is not filmed")).ok()
     }
 
     /// Stops the recorder (SIGINT to its group, SIGKILL when it does not

@@ -547,18 +547,6 @@ async fn run_lease(
     let camera = slot.config.hooks.screenshot.as_ref().map(|command| {
         Arc::new(HookCamera { command: command.clone(), placeholders: placeholders.clone() }) as Arc<dyn Camera>
     });
-    let context = RunContext {
-        config: CasesConfig { fixtures: None, ..config },
-        project: Arc::new(project),
-        collect_events: true,
-        keep_going: false,
-        pictures: files.as_ref().ok().map(|dir| Pictures {
-            root: dir.path().into(),
-            every_step: false,
-            camera,
-            film_started: None,
-        }),
-    };
     let driver = slot.driver.as_ref();
     let lease_to_first_call_us = unix_us() - lease.granted_unix_us;
     if let Err(error) = driver.call("reset", None, Duration::from_secs(20)).await
@@ -577,20 +565,20 @@ async fn run_lease(
     // told apart from a relaunch (a fresh app that lost the attempt's state).
     let before = AppMark::take(driver).await;
     let recording = match (&slot.config.hooks.record, &files) {
-        (Some(command), Ok(dir)) => {
-            let file =
-                argus_proto::artifacts::join(dir.path(), &argus_proto::artifacts::video_path(&case.id, lease.attempt));
-            let started = file.and_then(|file| {
-                std::fs::create_dir_all(file.parent().unwrap_or(dir.path())).map_err(|e| e.to_string())?;
-                Recording::start(command, &placeholders, file)
-            });
-            started.inspect_err(|error| warn!(%error, "the attempt is not filmed")).ok()
-        }
+        (Some(command), Ok(dir)) => Recording::of_attempt(command, &placeholders, dir.path(), &case.id, lease.attempt),
         _ => None,
     };
     let context = RunContext {
-        pictures: context.pictures.map(|p| Pictures { film_started: recording.as_ref().map(|r| r.started), ..p }),
-        ..context
+        config: CasesConfig { fixtures: None, ..config },
+        project: Arc::new(project),
+        collect_events: true,
+        keep_going: false,
+        pictures: files.as_ref().ok().map(|dir| Pictures {
+            root: dir.path().into(),
+            every_step: false,
+            camera,
+            film_started: recording.as_ref().map(|r| r.started),
+        }),
     };
     let mut attempt = run_attempt_with(driver, &case, lease.attempt, &context, on_step).await;
     if let Some(recording) = recording {

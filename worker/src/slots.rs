@@ -160,6 +160,19 @@ impl WorkerFile {
     }
 }
 
+/// `sh -c` of a hook's command: its values in the environment, each
+/// placeholder replaced by a quoted reference to its variable.
+pub fn hook_command(command: &str, placeholders: &[Placeholder]) -> tokio::process::Command {
+    let mut script = command.to_owned();
+    let mut child = tokio::process::Command::new("sh");
+    for placeholder in placeholders {
+        script = script.replace(placeholder.name, &format!("\"${{{}}}\"", placeholder.env));
+        child.env(placeholder.env, &placeholder.value);
+    }
+    child.arg("-c").arg(script);
+    child
+}
+
 /// Runs a hook: its values in the environment, each placeholder replaced by
 /// a quoted reference to its variable. Errors quote the command as written,
 /// without the values.
@@ -174,14 +187,8 @@ pub async fn run_hook_within(
     placeholders: &[Placeholder],
     limit: Duration,
 ) -> Result<(), String> {
-    let mut script = command.to_owned();
-    let mut child = tokio::process::Command::new("sh");
-    for placeholder in placeholders {
-        script = script.replace(placeholder.name, &format!("\"${{{}}}\"", placeholder.env));
-        child.env(placeholder.env, &placeholder.value);
-    }
     let line = command;
-    let child = child.arg("-c").arg(&script).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
+    let child = hook_command(command, placeholders).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
     match tokio::time::timeout(limit, child).await {
         Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", limit.as_secs())),
         Ok(Err(e)) => Err(format!("the {which} hook `{line}` could not start: {e}")),
