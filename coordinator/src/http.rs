@@ -49,6 +49,8 @@ pub struct HttpState {
     /// When this coordinator started (epoch ms): the fleet's utilisation
     /// is measured over no more than it has seen.
     pub started_ms: i64,
+    /// The WebDriver facade's sessions.
+    pub webdriver: Arc<crate::webdriver::Registry>,
 }
 
 pub fn router(state: HttpState) -> Router {
@@ -57,12 +59,16 @@ pub fn router(state: HttpState) -> Router {
         .route("/healthz", get(healthz))
         .merge(crate::dashboard::routes())
         .merge(crate::push::routes())
+        .merge(crate::webdriver::routes(state.clone()))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }
 
 async fn not_found(request: Request) -> Response {
+    if crate::webdriver::is_webdriver_path(request.uri().path()) {
+        return crate::webdriver::unknown_command(request.method(), request.uri().path());
+    }
     let shown = request.uri().path().escape_debug().to_string();
     (StatusCode::NOT_FOUND, format!("no page {shown}")).into_response()
 }
@@ -110,8 +116,14 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: Cancellation
 /// See the module's comment.
 async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
     let api = request.uri().path().starts_with("/api/");
+    let webdriver = crate::webdriver::is_webdriver_path(request.uri().path());
     let refuse = |status: StatusCode, message: String| -> Response {
-        if api {
+        if webdriver {
+            // A WebDriver client reads only W3C JSON errors.
+            let error = if status == StatusCode::UNAUTHORIZED { "unknown error" } else { "invalid argument" };
+            let body = serde_json::json!({ "value": { "error": error, "message": message, "stacktrace": "" } });
+            (status, axum::Json(body)).into_response()
+        } else if api {
             (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
         } else {
             (status, message).into_response()

@@ -17,5 +17,6 @@ pub mod store;
 pub mod submit;
 pub mod waiting;
 pub mod watch;
+pub mod webdriver;
 
 pub use service::{Options, TlsIdentity, Tokens, serve, serve_with};

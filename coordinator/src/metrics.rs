@@ -30,6 +30,12 @@ pub struct AttemptLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandLabels {
+    pub command: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: String,
 }
@@ -53,6 +59,9 @@ pub struct Metrics {
     pub attempt_seconds: Family<AttemptLabels, Histogram>,
     pub retries: Family<KindLabel, Counter>,
     lease_to_first_call: Histogram,
+    pub sessions_started: Counter,
+    sessions_ended: Family<KindLabel, Counter>,
+    webdriver_seconds: Family<CommandLabels, Histogram>,
     /// Gauges are reset and set as one step at each scrape.
     scrape: Mutex<()>,
 }
@@ -84,8 +93,27 @@ impl Default for Metrics {
             "From a lease's grant to the worker's first call to the app: the grid's overhead per attempt",
             lease_to_first_call.clone(),
         );
+        let sessions_started = Counter::default();
+        registry.register("webdriver_sessions_started", "WebDriver sessions granted a device", sessions_started.clone());
+        let sessions_ended = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "webdriver_sessions_ended",
+            "WebDriver sessions ended: `client` by DELETE, `grid` by the idle timeout or a lost worker",
+            sessions_ended.clone(),
+        );
+        let webdriver_seconds = Family::<CommandLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        registry.register(
+            "webdriver_command_duration_seconds",
+            "WebDriver commands by command and outcome (`ok` or the W3C error)",
+            webdriver_seconds.clone(),
+        );
         Self {
             lease_to_first_call,
+            sessions_started,
+            sessions_ended,
+            webdriver_seconds,
             registry,
             queue_depth,
             leases_active,
@@ -107,6 +135,15 @@ impl Metrics {
         if us > 0 {
             self.lease_to_first_call.observe(us as f64 / 1e6);
         }
+    }
+
+    pub fn sessions_ended(&self, kind: &str) {
+        self.sessions_ended.get_or_create(&KindLabel { kind: kind.to_owned() }).inc();
+    }
+
+    pub fn webdriver_command(&self, command: &str, outcome: &str, seconds: f64) {
+        let labels = CommandLabels { command: command.to_owned(), outcome: outcome.to_owned() };
+        self.webdriver_seconds.get_or_create(&labels).observe(seconds);
     }
 
     pub fn attempt(&self, platform: &str, result: &str, ms: i64) {

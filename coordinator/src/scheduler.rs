@@ -180,6 +180,20 @@ impl<K> Queue<K> {
     }
 }
 
+/// Whether a free device goes to a WebDriver session that waits for one
+/// rather than to a run's pending attempt. The sessions are one tenant of
+/// priority 1 in the fair share: the device goes to them while they hold no
+/// more devices than the least served of the `competing` runs (those with
+/// work this device can do) holds per unit of priority; ties to the session,
+/// whose client waits on the line.
+pub fn session_goes_first(sessions_running: usize, competing: impl IntoIterator<Item = Share>) -> bool {
+    let least = competing
+        .into_iter()
+        .map(|s| s.running as f64 / f64::from(s.priority.max(1)))
+        .min_by(f64::total_cmp);
+    least.is_none_or(|least| sessions_running as f64 <= least)
+}
+
 /// Expected durations for a run's cases: each case's history where there is
 /// some, else the median of the run's known cases, else `default_ms`.
 pub fn estimate(history: &[Option<i64>], default_ms: i64) -> Vec<(i64, &'static str)> {
@@ -298,6 +312,17 @@ mod tests {
         assert_eq!(next(&mut two_runs, "d1", &selectors), Some("s/x".into()));
         // …but the retry is better than leaving the device idle.
         assert_eq!(next(&mut queue([retry]), "d1", &selectors), Some("r/flaky".into()), "better than idle");
+    }
+
+    #[test]
+    fn sessions_and_runs_share_the_fleet() {
+        let share = |priority, running| Share { priority, running };
+        assert!(session_goes_first(0, []), "no run wants the device");
+        assert!(session_goes_first(0, [share(1, 4)]), "a run holding devices gives one up to a waiting session");
+        assert!(session_goes_first(2, [share(1, 2)]), "ties go to the session");
+        assert!(!session_goes_first(3, [share(1, 2)]), "sessions holding more than the run wait");
+        assert!(!session_goes_first(2, [share(3, 3), share(1, 1)]), "measured against the least served run");
+        assert!(session_goes_first(1, [share(3, 6)]), "a priority-3 run with 6 devices has 2 per unit");
     }
 
     #[test]

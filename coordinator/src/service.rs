@@ -32,6 +32,8 @@ struct Services {
     tasks: tokio_util::task::TaskTracker,
     /// Where the runs' screenshots and films are kept; none when unset.
     artifacts: Option<crate::artifacts::Artifacts>,
+    /// WebDriver sessions, whose calls' answers come up the workers' links.
+    webdriver: Arc<crate::webdriver::Registry>,
 }
 
 async fn ask<T>(handle: &Handle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
@@ -62,7 +64,7 @@ impl grpc::workers_server::Workers for Services {
         // not wait for the worker's side to close first.
         let mut to_worker = Some(tx.clone());
         let link = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await??;
-        let (handle, relay) = (self.handle.clone(), self.relay.clone());
+        let (handle, relay, webdriver) = (self.handle.clone(), self.relay.clone(), self.webdriver.clone());
         let mut files = crate::artifacts::Assembler::new(self.artifacts.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
         self.tasks.spawn(tracing::Instrument::instrument(
@@ -83,6 +85,10 @@ impl grpc::workers_server::Workers for Services {
                         }
                         Some(worker_message::Kind::Artifact(piece)) => {
                             files.piece(piece).await;
+                            continue;
+                        }
+                        Some(worker_message::Kind::DeviceAnswer(answer)) => {
+                            webdriver.answered(answer);
                             continue;
                         }
                         Some(worker_message::Kind::Attempt(mut result)) => {
@@ -407,7 +413,9 @@ pub async fn serve_with(
         core_config.dashboard_url = Some(format!("http://{http_addr}"));
     }
     let metrics = Arc::new(Metrics::default());
-    let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
+    let webdriver: Arc<crate::webdriver::Registry> = Arc::default();
+    let (handle, owner) =
+        core::start(store.clone(), core_config, metrics.clone(), webdriver.clone(), shutdown.clone()).await?;
     let tasks = tokio_util::task::TaskTracker::new();
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
@@ -420,6 +428,7 @@ pub async fn serve_with(
             pushes: Arc::default(),
             artifacts: artifacts.clone(),
             started_ms: crate::core::now_ms(),
+            webdriver: webdriver.clone(),
         };
         let router = crate::http::router(state);
         tasks.spawn(tracing::Instrument::instrument(
@@ -427,7 +436,7 @@ pub async fn serve_with(
             tracing::info_span!("http"),
         ));
     }
-    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone(), artifacts };
+    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone(), artifacts, webdriver };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
     health.set_serving::<RunsServer<Services>>().await;

@@ -2,6 +2,7 @@
 //! coordinator that leases it attempts.
 
 pub mod camera;
+mod device_calls;
 pub mod driver;
 pub mod link;
 mod project;

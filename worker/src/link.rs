@@ -435,6 +435,21 @@ async fn link(
                         }
                     }
                     Some(coordinator_message::Kind::ProjectAnswer(answer)) => calls.answered(answer),
+                    Some(coordinator_message::Kind::DeviceCall(call)) => {
+                        let Some(slot) = slots.iter().find(|s| s.config.name == call.slot).cloned() else {
+                            let error = grpc::DeviceError { code: String::new(), message: format!("this worker has no slot {}", call.slot) };
+                            let answer = grpc::DeviceAnswer { call_id: call.call_id, outcome: Some(grpc::device_answer::Outcome::Error(error)) };
+                            send_or_lost!(send(worker_message::Kind::DeviceAnswer(answer)));
+                            continue;
+                        };
+                        let out = out.clone();
+                        attempts.spawn(async move {
+                            let span = tracing::info_span!("device_call", method = %call.method, slot = %call.slot, trace_context = tracing::field::Empty);
+                            argus_proto::trace::set_parent(&span, &call.traceparent);
+                            let answer = tracing::Instrument::instrument(crate::device_calls::answer(&slot.driver, &slot.config, &call), span).await;
+                            let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::DeviceAnswer(answer)) }).await;
+                        });
+                    }
                     Some(coordinator_message::Kind::Keepalive(_)) | None => {}
                 }
             }

@@ -152,6 +152,7 @@ impl Core {
             info: info.clone(),
             caps: Capabilities::default(),
             lease: None,
+            session: None,
             quarantine: None,
             suspicion: Suspicion::default(),
             state_since: now_ms(),
@@ -222,7 +223,7 @@ impl Core {
             }
             // Project calls go to the relay and files to the artifact store
             // before they reach the owner task.
-            Some(Kind::Register(_) | Kind::ProjectCall(_) | Kind::Artifact(_)) | None => {}
+            Some(Kind::Register(_) | Kind::ProjectCall(_) | Kind::Artifact(_) | Kind::DeviceAnswer(_)) | None => {}
         }
     }
 
@@ -235,6 +236,7 @@ impl Core {
         for lease in leases {
             self.take_back(&lease, "the worker went away").await;
         }
+        self.sessions_of_gone_worker(worker);
         self.devices.retain(|_, d| d.worker != worker);
         // What the fleet page shows; what operators decided stays as it is.
         if let Err(error) = self.store.worker_disconnected(worker, now_ms()).await {
@@ -319,6 +321,8 @@ impl Core {
         for device in self.devices.values() {
             let state = if device.quarantine.is_some() {
                 "quarantined".to_owned()
+            } else if device.session.is_some() {
+                "session".to_owned()
             } else if device.lease.is_some() {
                 "busy".to_owned()
             } else {
@@ -361,6 +365,7 @@ impl Core {
                     .and_then(|l| self.leases.get(l))
                     .map(|l| l.case_id.clone())
                     .unwrap_or_default(),
+                session: d.session.clone().unwrap_or_default(),
                 state_since_unix_ms: d.state_since,
                 problem: d.mismatch.clone().unwrap_or_default(),
             })

@@ -65,7 +65,7 @@ impl Core {
     /// transaction, then sends them.
     pub(super) async fn dispatch(&mut self) {
         self.dispatch_due = false;
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.session_queue.is_empty() {
             return;
         }
         let mut idle: Vec<String> = self
@@ -73,6 +73,7 @@ impl Core {
             .values()
             .filter(|d| {
                 d.lease.is_none()
+                    && d.session.is_none()
                     && d.quarantine.is_none()
                     && d.info.state == grpc::DeviceState::Idle as i32
                     && self.workers.get(&d.worker).is_some_and(|w| !w.draining)
@@ -89,6 +90,9 @@ impl Core {
                 share.running += 1;
             }
         }
+        // Waiting WebDriver sessions take their fair share first.
+        self.grant_sessions(&mut idle, &shares);
+        idle.sort();
         let mut planned: Vec<(Pending<Key>, NewLease)> = Vec::new();
         for device_id in idle {
             if self.pending.is_empty() {

@@ -28,6 +28,9 @@ use crate::watch::{self, WatchStream, Watcher};
 mod fleet;
 mod leases;
 mod runs;
+mod sessions;
+
+pub use sessions::{Granted, SessionAsk};
 
 use fleet::device_record;
 
@@ -140,6 +143,16 @@ pub enum Command {
         drain: bool,
         reply: oneshot::Sender<Result<(), CoreError>>,
     },
+    /// A WebDriver session asks for a device; answered when one is granted,
+    /// or when none came free in time.
+    OpenSession {
+        ask: SessionAsk,
+        reply: oneshot::Sender<Result<Granted, CoreError>>,
+    },
+    /// The client ended its session (`DELETE`): its device is free.
+    CloseSession {
+        id: String,
+    },
     /// The gauges, for a metrics scrape.
     Snapshot {
         reply: oneshot::Sender<Snapshot>,
@@ -170,6 +183,8 @@ struct Device {
     info: grpc::Device,
     caps: Capabilities,
     lease: Option<String>,
+    /// The WebDriver session that holds it.
+    session: Option<String>,
     quarantine: Option<String>,
     /// When `info.state` last changed (epoch ms).
     state_since: i64,
@@ -305,6 +320,11 @@ struct Core {
     leases: HashMap<String, Lease>,
     runs: HashMap<String, Run>,
     pending: Queue<Key>,
+    /// WebDriver sessions holding devices, and those waiting for one.
+    sessions: HashMap<String, sessions::Holding>,
+    session_queue: Vec<sessions::Waiting>,
+    /// The HTTP side's sessions, told when the owner ends one.
+    webdriver: Arc<crate::webdriver::Registry>,
     /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
     /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
@@ -354,6 +374,7 @@ pub async fn start(
     store: Store,
     config: CoreConfig,
     metrics: Arc<Metrics>,
+    webdriver: Arc<crate::webdriver::Registry>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let mut core = Core {
@@ -363,6 +384,9 @@ pub async fn start(
         leases: HashMap::new(),
         runs: HashMap::new(),
         pending: Queue::default(),
+        sessions: HashMap::new(),
+        session_queue: Vec::new(),
+        webdriver,
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),
@@ -485,6 +509,8 @@ impl Core {
             Command::Snapshot { reply } => {
                 let _ = reply.send(self.snapshot());
             }
+            Command::OpenSession { ask, reply } => self.open_session(ask, reply),
+            Command::CloseSession { id } => self.close_session(&id, "deleted by its client", false),
             Command::Fleet { reply } => {
                 let _ = reply.send(self.fleet());
             }
@@ -553,6 +579,7 @@ impl Core {
         self.settle().await;
         self.cancel_unwatched().await;
         self.check_waiting().await;
+        self.sweep_sessions();
         if !self.pending.is_empty() {
             self.dispatch_due = true;
         }

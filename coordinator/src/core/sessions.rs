@@ -1,0 +1,210 @@
+//! WebDriver sessions as the owner task sees them: a session holds a device
+//! the way a lease does (no attempt is leased to it), is granted by the same
+//! dispatch in fair share with the runs, waits in a queue when no matching
+//! device is free, and is freed on `DELETE`, after its idle timeout, or
+//! when its worker goes away.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::*;
+use crate::scheduler::session_goes_first;
+use crate::webdriver::caps::{DeviceFacts, Wants};
+use crate::webdriver::registry::Held;
+
+/// A new session's request for a device.
+pub struct SessionAsk {
+    pub id: String,
+    /// The client's capability sets in its order; a device any of them
+    /// accepts will do.
+    pub candidates: Vec<Wants>,
+    pub wait: Duration,
+    pub idle: Duration,
+    /// When the session was last used (epoch ms), kept by the HTTP side.
+    pub last_used: Arc<AtomicI64>,
+}
+
+/// The device granted, and which capability set it matched.
+pub struct Granted {
+    pub held: Held,
+    pub matched: usize,
+}
+
+pub(super) struct Waiting {
+    ask: SessionAsk,
+    reply: oneshot::Sender<Result<Granted, CoreError>>,
+    deadline: Instant,
+}
+
+pub(super) struct Holding {
+    device: String,
+    worker: String,
+    idle: Duration,
+    last_used: Arc<AtomicI64>,
+}
+
+fn facts(device: &Device) -> (DeviceFacts<'_>, Option<Value>) {
+    let hello: Option<Value> = serde_json::from_str(&device.info.hello_json).ok();
+    let facts = DeviceFacts {
+        id: &device.id,
+        slot: &device.info.slot,
+        platform: &device.caps.platform,
+        udid: &device.info.udid,
+        serial: &device.info.serial,
+        labels: device.info.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+        app: None,
+    };
+    (facts, hello)
+}
+
+/// Which of `candidates` accepts `device`, first first.
+fn matching(device: &Device, candidates: &[Wants]) -> Option<usize> {
+    let (mut facts, hello) = facts(device);
+    facts.app = hello.as_ref().and_then(|h| h.get("app"));
+    candidates.iter().position(|wants| wants.accepts(&facts))
+}
+
+impl Core {
+    /// A new session: refused at once when no device of the fleet could
+    /// ever take it, else queued until the dispatch grants it a device.
+    pub(super) fn open_session(&mut self, ask: SessionAsk, reply: oneshot::Sender<Result<Granted, CoreError>>) {
+        let possible = self
+            .devices
+            .values()
+            .any(|d| d.mismatch.is_none() && d.quarantine.is_none() && matching(d, &ask.candidates).is_some());
+        if !possible {
+            let _ = reply.send(Err(CoreError::NoDevice(format!(
+                "no device of the grid matches {}; the fleet: {}",
+                describe(&ask.candidates),
+                self.fleet_summary()
+            ))));
+            return;
+        }
+        let deadline = Instant::now() + ask.wait;
+        self.session_queue.push(Waiting { ask, reply, deadline });
+        self.dispatch_due = true;
+    }
+
+    /// Frees the device of session `id`; `ended` tells the HTTP side why
+    /// when the owner task ended it itself.
+    pub(super) fn close_session(&mut self, id: &str, why: &str, tell: bool) {
+        let Some(holding) = self.sessions.remove(id) else { return };
+        if let Some(device) = self.devices.get_mut(&holding.device)
+            && device.session.as_deref() == Some(id)
+        {
+            device.session = None;
+        }
+        if tell {
+            self.webdriver.end(id, why);
+        }
+        info!(session = id, device = %holding.device, reason = why, "session ended");
+        self.metrics.sessions_ended(if tell { "grid" } else { "client" });
+        self.dispatch_due = true;
+    }
+
+    /// Sessions whose worker went away end with it.
+    pub(super) fn sessions_of_gone_worker(&mut self, worker: &str) {
+        let ended: Vec<String> =
+            self.sessions.iter().filter(|(_, h)| h.worker == worker).map(|(id, _)| id.clone()).collect();
+        for id in ended {
+            self.close_session(&id, &format!("its worker {worker} went away"), true);
+        }
+    }
+
+    /// At each sweep: requests that waited too long are refused, sessions
+    /// idle past their timeout are ended.
+    pub(super) fn sweep_sessions(&mut self) {
+        let now = Instant::now();
+        let (expired, waiting): (Vec<Waiting>, Vec<Waiting>) =
+            std::mem::take(&mut self.session_queue).into_iter().partition(|w| w.deadline <= now || w.reply.is_closed());
+        self.session_queue = waiting;
+        for waited in expired {
+            let message = format!(
+                "no device matching {} came free within {} s (lynkeus:queueTimeoutMs); the fleet: {}",
+                describe(&waited.ask.candidates),
+                waited.ask.wait.as_secs_f64(),
+                self.fleet_summary()
+            );
+            let _ = waited.reply.send(Err(CoreError::NoDevice(message)));
+        }
+        let now_ms = now_ms();
+        let idle: Vec<(String, Duration)> = self
+            .sessions
+            .iter()
+            .filter(|(_, h)| now_ms - h.last_used.load(Ordering::Relaxed) > h.idle.as_millis() as i64)
+            .map(|(id, h)| (id.clone(), h.idle))
+            .collect();
+        for (id, after) in idle {
+            let why = format!("no command for {} s (lynkeus:idleTimeoutMs)", after.as_secs());
+            self.close_session(&id, &why, true);
+        }
+    }
+
+    /// Grants waiting sessions the free devices they match, in the order
+    /// they asked, in fair share with the runs that want the same devices.
+    pub(super) fn grant_sessions(&mut self, idle: &mut Vec<String>, shares: &HashMap<String, Share>) {
+        if self.session_queue.is_empty() {
+            return;
+        }
+        let wanting: std::collections::HashSet<&str> = self.pending.per_run().map(|(run, _)| run).collect();
+        let mut granted: Vec<(usize, String, usize)> = Vec::new();
+        let mut taken = std::collections::HashSet::new();
+        let mut running = self.sessions.len();
+        for (n, waiting) in self.session_queue.iter().enumerate() {
+            let offer = idle.iter().filter(|d| !taken.contains(*d)).find_map(|id| {
+                let device = self.devices.get(id)?;
+                let matched = matching(device, &waiting.ask.candidates)?;
+                let competing = self
+                    .runs
+                    .values()
+                    .filter(|r| wanting.contains(r.id.as_str()) && r.selector.is_satisfied_by(&device.caps))
+                    .filter_map(|r| shares.get(&r.id).copied());
+                session_goes_first(running, competing).then(|| (id.clone(), matched))
+            });
+            if let Some((device, matched)) = offer {
+                taken.insert(device.clone());
+                granted.push((n, device, matched));
+                running += 1;
+            }
+        }
+        idle.retain(|d| !taken.contains(d));
+        for (n, device_id, matched) in granted.into_iter().rev() {
+            let waiting = self.session_queue.remove(n);
+            let Some(device) = self.devices.get(&device_id) else { continue };
+            let Some(worker) = self.workers.get(&device.worker) else { continue };
+            let hello: Value = serde_json::from_str(&device.info.hello_json).unwrap_or(Value::Null);
+            let held = Held {
+                device: device_id.clone(),
+                worker: device.worker.clone(),
+                slot: device.info.slot.clone(),
+                platform: device.caps.platform.clone(),
+                udid: if device.info.udid.is_empty() { device.info.serial.clone() } else { device.info.udid.clone() },
+                model: device.info.labels.get("model").cloned().unwrap_or_default(),
+                tx: worker.tx.clone(),
+                hello,
+            };
+            let id = waiting.ask.id.clone();
+            let holding = Holding {
+                device: device_id.clone(),
+                worker: held.worker.clone(),
+                idle: waiting.ask.idle,
+                last_used: waiting.ask.last_used.clone(),
+            };
+            waiting.ask.last_used.store(now_ms(), Ordering::Relaxed);
+            if waiting.reply.send(Ok(Granted { held, matched })).is_ok() {
+                info!(session = %id, device = %device_id, "session holds a device");
+                self.sessions.insert(id.clone(), holding);
+                if let Some(device) = self.devices.get_mut(&device_id) {
+                    device.session = Some(id);
+                }
+                self.metrics.sessions_started.inc();
+            } else {
+                // The client went away while it waited: the device stays free.
+                idle.push(device_id);
+            }
+        }
+    }
+}
+
+fn describe(candidates: &[Wants]) -> String {
+    candidates.iter().map(Wants::describe).collect::<Vec<_>>().join(" or ")
+}

@@ -1,0 +1,219 @@
+//! The WebDriver / Appium facade: W3C WebDriver on the coordinator's HTTP
+//! port, under `/` and `/wd/hub`, so that Appium and Selenium clients get
+//! sessions on grid devices. A session holds a device the way a lease does
+//! (the owner task grants it, in fair share with the runs); its commands
+//! become lynkeus calls that travel down the worker's link to the app.
+//!
+//! - [`caps`]: capability processing and device matching;
+//! - [`locate`]: locator strategies; [`page`]: the page source and XPath;
+//! - [`actions`]: W3C actions as lynkeus gestures;
+//! - [`registry`]: sessions, their elements, and calls in flight;
+//! - [`session`], [`elements`], [`execute`]: the commands.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{MatchedPath, Path, Request, State};
+use axum::http::{HeaderMap, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use crate::core::{Command, CoreError, SessionAsk};
+use crate::http::HttpState;
+
+pub mod actions;
+pub mod caps;
+mod elements;
+pub mod error;
+mod execute;
+pub mod locate;
+pub mod page;
+pub mod registry;
+mod session;
+
+pub use registry::Registry;
+
+use error::{Code, WdError, WdResult};
+
+/// A command's answer: `{"value": …}`.
+pub struct Wd(pub Value);
+
+impl IntoResponse for Wd {
+    fn into_response(self) -> Response {
+        axum::Json(json!({ "value": self.0 })).into_response()
+    }
+}
+
+pub type Answer = WdResult<Wd>;
+
+/// The routes, served at the root and under `/wd/hub`.
+pub fn routes(state: HttpState) -> Router<HttpState> {
+    let wd = Router::new()
+        .route("/status", get(status))
+        .route("/session", post(new_session))
+        .route("/session/{sid}", get(session::capabilities).delete(delete_session))
+        .merge(session::routes())
+        .merge(elements::routes())
+        .merge(execute::routes())
+        .method_not_allowed_fallback(unknown_method);
+    Router::new()
+        .merge(wd.clone())
+        .nest("/wd/hub", wd)
+        .route_layer(middleware::from_fn_with_state(state, observe))
+}
+
+/// Whether `path` is one of the facade's, so that what the HTTP layer
+/// refuses before it (auth, a bad path) is W3C JSON too.
+pub fn is_webdriver_path(path: &str) -> bool {
+    let path = path.strip_prefix("/wd/hub").unwrap_or(path);
+    path == "/status" || path == "/session" || path.starts_with("/session/")
+}
+
+/// A path under the facade no route serves: `unknown command`.
+pub fn unknown_command(method: &Method, path: &str) -> Response {
+    WdError::new(Code::UnknownCommand, format!("{method} {} is not a command this grid knows", path.escape_debug()))
+        .into_response()
+}
+
+async fn unknown_method(method: Method, request: Request) -> Response {
+    let path = request.uri().path().escape_debug().to_string();
+    WdError::new(Code::UnknownMethod, format!("{method} is not a method {path} takes")).into_response()
+}
+
+/// Every command is traced (a child of the client's `traceparent` when it
+/// sends one), timed and counted by command and outcome.
+async fn observe(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let command = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().trim_start_matches("/wd/hub").to_owned())
+        .unwrap_or_default();
+    let name = format!("{} {command}", request.method());
+    let span = tracing::info_span!("webdriver", command = %name, outcome = tracing::field::Empty, trace_context = tracing::field::Empty);
+    if let Some(parent) = request.headers().get(argus_proto::trace::TRACEPARENT).and_then(|v| v.to_str().ok()) {
+        argus_proto::trace::set_parent(&span, parent);
+    }
+    let started = Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    let outcome = response.extensions().get::<Code>().map_or("ok", |c| c.as_str());
+    span.record("outcome", outcome);
+    state.metrics.webdriver_command(&name, outcome, started.elapsed().as_secs_f64());
+    response
+}
+
+/// The body as JSON: an empty body is `{}`; anything else must be an object.
+pub fn body(bytes: &Bytes) -> WdResult<Map<String, Value>> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(WdError::invalid_argument("the request's body must be a JSON object")),
+        Err(error) => Err(WdError::invalid_argument(format!("the request's body is not JSON: {error}"))),
+    }
+}
+
+/// The current span's trace context, for the worker's span of a call.
+pub fn traceparent() -> String {
+    argus_proto::trace::traceparent(&tracing::Span::current()).unwrap_or_default()
+}
+
+async fn status(State(state): State<HttpState>) -> Answer {
+    let (reply, fleet) = oneshot::channel();
+    state.handle.send(Command::Fleet { reply }).await.map_err(core_error)?;
+    let fleet = fleet.await.map_err(|_| core_error(CoreError::Stopped))?;
+    let free = fleet
+        .devices
+        .iter()
+        .filter(|d| {
+            d.session.is_empty()
+                && d.running_case.is_empty()
+                && !d.quarantined
+                && d.device.as_ref().is_some_and(|i| i.state == argus_proto::grpc::DeviceState::Idle as i32)
+        })
+        .count();
+    let message = format!("{free} of {} devices free; {} sessions", fleet.devices.len(), state.webdriver.list().len());
+    Ok(Wd(json!({
+        "ready": free > 0,
+        "message": message,
+        "build": { "version": env!("CARGO_PKG_VERSION"), "name": "argus" },
+    })))
+}
+
+fn core_error(error: CoreError) -> WdError {
+    match error {
+        CoreError::NoDevice(message) | CoreError::Invalid(message) => WdError::new(Code::SessionNotCreated, message),
+        other => WdError::new(Code::SessionNotCreated, other.to_string()),
+    }
+}
+
+const IDEMPOTENCY_KEY: &str = "x-idempotency-key";
+
+async fn new_session(State(state): State<HttpState>, headers: HeaderMap, bytes: Bytes) -> Answer {
+    let body = Value::Object(body(&bytes)?);
+    let candidates = caps::process(&body)?;
+    match headers.get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()) {
+        // A retried request gets the first one's session (and waits for it
+        // while the first still waits for a device).
+        Some(key) => {
+            let cell = state.webdriver.idempotent(key);
+            let created = cell.get_or_try_init(|| create(&state, candidates)).await?;
+            Ok(Wd(created.clone()))
+        }
+        None => create(&state, candidates).await.map(Wd),
+    }
+}
+
+async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<Value> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let last_used = Arc::new(AtomicI64::new(crate::core::now_ms()));
+    // The first set's timeouts hold for the request (they are the client's
+    // own settings, the same in every set in practice).
+    let first = candidates.first().ok_or_else(|| WdError::invalid_argument("no capability set"))?;
+    let ask = SessionAsk {
+        id: id.clone(),
+        candidates: candidates.iter().map(|c| c.wants.clone()).collect(),
+        wait: first.queue_timeout,
+        idle: first.idle_timeout,
+        last_used: last_used.clone(),
+    };
+    let (reply, granted) = oneshot::channel();
+    state.handle.send(Command::OpenSession { ask, reply }).await.map_err(core_error)?;
+    let granted = granted.await.map_err(|_| core_error(CoreError::Stopped))?.map_err(core_error)?;
+    let held = granted.held;
+    let mut capabilities = candidates[granted.matched].echoed.clone();
+    let version = held.hello.get("app").and_then(|a| a.get("version")).cloned();
+    capabilities.insert("platformName".into(), json!(held.platform));
+    capabilities.insert("appium:automationName".into(), json!("Lynkeus"));
+    let name = if held.model.is_empty() { &held.slot } else { &held.model };
+    capabilities.insert("appium:deviceName".into(), json!(name));
+    if !held.udid.is_empty() {
+        capabilities.insert("appium:udid".into(), json!(held.udid));
+    }
+    capabilities.insert("lynkeus:device".into(), json!(held.device));
+    if let Some(app) = held.hello.get("app") {
+        capabilities.insert("lynkeus:app".into(), app.clone());
+    }
+    if let Some(version) = version {
+        capabilities.insert("lynkeus:appVersion".into(), version);
+    }
+    let session = Arc::new(registry::Session::new(id.clone(), held, capabilities.clone(), last_used));
+    state.webdriver.add(session);
+    Ok(json!({ "sessionId": id, "capabilities": capabilities }))
+}
+
+async fn delete_session(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+    state.webdriver.get(&sid)?;
+    state.webdriver.end(&sid, "deleted by its client");
+    // The device is free once the owner task hears of it; the client need
+    // not wait for that.
+    let _ = state.handle.send(Command::CloseSession { id: sid }).await;
+    Ok(Wd(Value::Null))
+}

@@ -1,0 +1,312 @@
+//! The WebDriver sessions this coordinator serves: which device each holds
+//! (the owner task decided), its timeouts and element ids, and the calls in
+//! flight to its worker. HTTP handlers read it without going through the
+//! owner task; the owner task ends sessions here when it frees their
+//! device for its own reasons (the worker went away, the idle timeout).
+//! One lock, never held across an await.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use argus_proto::grpc::{self, coordinator_message, device_answer};
+use argus_proto::wire::{Element, Screen};
+use serde_json::{Map, Value};
+use tokio::sync::{OnceCell, mpsc, oneshot};
+use tonic::Status;
+
+use super::error::{Code, WdError, WdResult};
+
+/// The key W3C clients read an element reference from.
+pub const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
+/// How long an ended session is remembered, to say why it ended.
+const ENDED_KEPT: Duration = Duration::from_secs(3600);
+/// How long a new-session answer is kept for a retry with the same
+/// `X-Idempotency-Key`.
+const IDEMPOTENCY_KEPT: Duration = Duration::from_secs(600);
+/// Beyond the call's own timeout, how long an answer may take to come back
+/// up the worker's link.
+const LINK_SLACK: Duration = Duration::from_secs(5);
+
+pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, Status>>;
+
+/// The device a session holds, as the owner task granted it.
+#[derive(Clone)]
+pub struct Held {
+    pub device: String,
+    pub worker: String,
+    pub slot: String,
+    pub platform: String,
+    pub udid: String,
+    pub model: String,
+    pub tx: WorkerTx,
+    /// The app's hello, as the worker last reported it.
+    pub hello: Value,
+}
+
+/// What a found element was, to find it again after the screen changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub i: usize,
+    pub commit: u64,
+    pub fingerprint: Fingerprint,
+    /// How lynkeus names it without another look at the screen: its
+    /// `testId` (and `nth`), when it has one.
+    pub target: Option<argus_proto::wire::Target>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fingerprint {
+    pub kind: argus_proto::wire::ElementKind,
+    pub test_id: Option<String>,
+    pub text: Option<String>,
+    pub label: Option<String>,
+    /// Its place among the elements of the same fingerprint, in tree order.
+    pub nth: usize,
+}
+
+impl Fingerprint {
+    fn same(&self, element: &Element) -> bool {
+        element.kind == self.kind
+            && element.test_id == self.test_id
+            && element.text == self.text
+            && element.accessibility_label == self.label
+    }
+
+    pub fn of(screen: &Screen, i: usize) -> Option<Self> {
+        let position = screen.elements.iter().position(|e| e.i == i)?;
+        let element = &screen.elements[position];
+        let mut fingerprint = Fingerprint {
+            kind: element.kind,
+            test_id: element.test_id.clone(),
+            text: element.text.clone(),
+            label: element.accessibility_label.clone(),
+            nth: 0,
+        };
+        fingerprint.nth = screen.elements[..position].iter().filter(|e| fingerprint.same(e)).count();
+        Some(fingerprint)
+    }
+
+    /// The element of `screen` this fingerprint names, if it is still there.
+    pub fn find<'s>(&self, screen: &'s Screen) -> Option<&'s Element> {
+        screen.elements.iter().filter(|e| self.same(e)).nth(self.nth)
+    }
+}
+
+/// The timeouts a client set (ms).
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub implicit: u64,
+    pub page_load: u64,
+    pub script: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self { implicit: 0, page_load: 300_000, script: 30_000 }
+    }
+}
+
+pub struct Session {
+    pub id: String,
+    pub held: Held,
+    /// The capabilities answered to the client.
+    pub capabilities: Map<String, Value>,
+    pub created_ms: i64,
+    /// When the client last sent a command (epoch ms); the owner task frees
+    /// the device once it is older than the idle timeout.
+    pub last_used: Arc<AtomicI64>,
+    state: Mutex<SessionState>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    timeouts: Timeouts,
+    elements: HashMap<String, Found>,
+    next_element: u64,
+}
+
+impl Session {
+    pub fn new(id: String, held: Held, capabilities: Map<String, Value>, last_used: Arc<AtomicI64>) -> Self {
+        Self {
+            id,
+            held,
+            capabilities,
+            created_ms: crate::core::now_ms(),
+            last_used,
+            state: Mutex::default(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn touch(&self) {
+        self.last_used.store(crate::core::now_ms(), Ordering::Relaxed);
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        self.state().timeouts
+    }
+
+    pub fn set_timeouts(&self, timeouts: Timeouts) {
+        self.state().timeouts = timeouts;
+    }
+
+    /// An id for a found element (the same id for the same element).
+    pub fn remember(&self, found: Found) -> String {
+        let mut state = self.state();
+        if let Some((id, _)) = state.elements.iter().find(|(_, f)| **f == found) {
+            return id.clone();
+        }
+        state.next_element += 1;
+        let id = format!("{}-e{}", &self.id[..8.min(self.id.len())], state.next_element);
+        state.elements.insert(id.clone(), found);
+        id
+    }
+
+    pub fn element(&self, id: &str) -> WdResult<Found> {
+        self.state()
+            .elements
+            .get(id)
+            .cloned()
+            .ok_or_else(|| WdError::new(Code::NoSuchElement, format!("no element {id} was found in this session")))
+    }
+}
+
+/// Why a device call failed.
+#[derive(Debug, Clone)]
+pub struct CallFailure {
+    pub code: String,
+    pub message: String,
+}
+
+type Answer = Result<device_answer::Outcome, CallFailure>;
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<String, Arc<Session>>,
+    ended: HashMap<String, (String, Instant)>,
+    calls: HashMap<u64, (String, oneshot::Sender<Answer>)>,
+    next_call: u64,
+    idempotent: HashMap<String, (Arc<OnceCell<Value>>, Instant)>,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, session: Arc<Session>) {
+        self.lock().sessions.insert(session.id.clone(), session);
+    }
+
+    /// The live session `id`, touched; or why there is none.
+    pub fn get(&self, id: &str) -> WdResult<Arc<Session>> {
+        let inner = self.lock();
+        if let Some(session) = inner.sessions.get(id) {
+            session.touch();
+            return Ok(session.clone());
+        }
+        let message = match inner.ended.get(id) {
+            Some((why, _)) => format!("session {id} has ended: {why}"),
+            None => format!("no session {id} on this grid"),
+        };
+        Err(WdError::new(Code::InvalidSessionId, message))
+    }
+
+    pub fn list(&self) -> Vec<Arc<Session>> {
+        let mut sessions: Vec<_> = self.lock().sessions.values().cloned().collect();
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        sessions
+    }
+
+    /// Forgets session `id` (its calls in flight fail with `why`); the
+    /// session if it was live.
+    pub fn end(&self, id: &str, why: &str) -> Option<Arc<Session>> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        inner.ended.retain(|_, (_, at)| now.duration_since(*at) < ENDED_KEPT);
+        let session = inner.sessions.remove(id)?;
+        inner.ended.insert(id.to_owned(), (why.to_owned(), now));
+        let orphaned: Vec<u64> = inner.calls.iter().filter(|(_, (s, _))| s == id).map(|(k, _)| *k).collect();
+        for call in orphaned {
+            if let Some((_, reply)) = inner.calls.remove(&call) {
+                let _ = reply.send(Err(CallFailure { code: "ended".into(), message: format!("the session ended: {why}") }));
+            }
+        }
+        Some(session)
+    }
+
+    /// The cell a new session's answer is kept in for `key`: a retried
+    /// request waits for the first one's answer rather than taking a
+    /// second device.
+    pub fn idempotent(&self, key: &str) -> Arc<OnceCell<Value>> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        inner.idempotent.retain(|_, (_, at)| now.duration_since(*at) < IDEMPOTENCY_KEPT);
+        inner.idempotent.entry(key.to_owned()).or_insert_with(|| (Arc::default(), now)).0.clone()
+    }
+
+    /// Sends one call to the app of the session's device and waits for the
+    /// answer, at most `timeout` plus the link's slack.
+    pub async fn call(
+        &self,
+        session: &Session,
+        method: &str,
+        params: Option<&Value>,
+        timeout: Duration,
+        traceparent: String,
+    ) -> Result<device_answer::Outcome, CallFailure> {
+        let (reply, answer) = oneshot::channel();
+        let call_id = {
+            let mut inner = self.lock();
+            inner.next_call += 1;
+            let id = inner.next_call;
+            inner.calls.insert(id, (session.id.clone(), reply));
+            id
+        };
+        let call = grpc::DeviceCall {
+            call_id,
+            slot: session.held.slot.clone(),
+            method: method.to_owned(),
+            params_json: params.map(Value::to_string).unwrap_or_default(),
+            timeout_ms: timeout.as_millis().min(u128::from(u32::MAX)) as u32,
+            traceparent,
+        };
+        let message = grpc::CoordinatorMessage { kind: Some(coordinator_message::Kind::DeviceCall(call)) };
+        let lost = |message: String| CallFailure { code: "worker".into(), message };
+        let outcome = match session.held.tx.send_timeout(Ok(message), LINK_SLACK).await {
+            Ok(()) => match tokio::time::timeout(timeout + LINK_SLACK, answer).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Err(lost("the coordinator is stopping".into())),
+                Err(_) => Err(lost(format!(
+                    "worker {} did not answer {method} within {} ms",
+                    session.held.worker,
+                    (timeout + LINK_SLACK).as_millis()
+                ))),
+            },
+            Err(_) => Err(lost(format!("worker {} cannot be reached", session.held.worker))),
+        };
+        self.lock().calls.remove(&call_id);
+        outcome
+    }
+
+    /// A worker's answer, to the call that waits for it.
+    pub fn answered(&self, answer: grpc::DeviceAnswer) {
+        let Some((_, reply)) = self.lock().calls.remove(&answer.call_id) else { return };
+        let outcome = match answer.outcome {
+            Some(device_answer::Outcome::Error(e)) => Err(CallFailure { code: e.code, message: e.message }),
+            Some(outcome) => Ok(outcome),
+            None => Err(CallFailure { code: String::new(), message: "the worker sent an empty answer".into() }),
+        };
+        let _ = reply.send(outcome);
+    }
+}
