@@ -94,7 +94,11 @@ impl Default for Metrics {
             lease_to_first_call.clone(),
         );
         let sessions_started = Counter::default();
-        registry.register("webdriver_sessions_started", "WebDriver sessions granted a device", sessions_started.clone());
+        registry.register(
+            "webdriver_sessions_started",
+            "WebDriver sessions granted a device",
+            sessions_started.clone(),
+        );
         let sessions_ended = Family::<KindLabel, Counter>::default();
         registry.register(
             "webdriver_sessions_ended",

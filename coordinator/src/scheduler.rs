@@ -187,10 +187,7 @@ impl<K> Queue<K> {
 /// work this device can do) holds per unit of priority; ties to the session,
 /// whose client waits on the line.
 pub fn session_goes_first(sessions_running: usize, competing: impl IntoIterator<Item = Share>) -> bool {
-    let least = competing
-        .into_iter()
-        .map(|s| s.running as f64 / f64::from(s.priority.max(1)))
-        .min_by(f64::total_cmp);
+    let least = competing.into_iter().map(|s| s.running as f64 / f64::from(s.priority.max(1))).min_by(f64::total_cmp);
     least.is_none_or(|least| sessions_running as f64 <= least)
 }
 

@@ -67,10 +67,7 @@ async fn screenshot(driver: &Driver, slot: &SlotConfig) -> Result<Vec<u8>, grpc:
             let params = json!({ "path": file.display().to_string() });
             driver.call("screenshot", Some(params), APP_SCREENSHOT).await.map(drop).map_err(|e| failure(&e))
         }
-        None => Err(unable(format!(
-            "slot {} has no screenshot hook and its app has no screenshot command",
-            slot.name
-        ))),
+        None => Err(unable(format!("slot {} has no screenshot hook and its app has no screenshot command", slot.name))),
     };
     taken?;
     tokio::fs::read(&file).await.map_err(|e| unable(format!("the screenshot left no file: {e}")))

@@ -6,8 +6,9 @@
 
 use std::collections::HashMap;
 
+use argus_proto::wire::{Direction, Point, PressParams, SwipeParams, Target, TypeParams};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::error::{Code, WdError, WdResult};
 use super::registry::ELEMENT_KEY;
@@ -63,9 +64,34 @@ struct Action {
 
 /// One lynkeus call of a planned action sequence.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    pub method: &'static str,
-    pub params: Value,
+pub enum Call {
+    Press(PressParams),
+    Swipe(SwipeParams),
+    Type(TypeParams),
+}
+
+impl Call {
+    pub fn method(&self) -> &'static str {
+        match self {
+            Call::Press(_) => "press",
+            Call::Swipe(_) => "swipe",
+            Call::Type(_) => "type",
+        }
+    }
+
+    pub fn params(&self) -> Value {
+        let params = match self {
+            Call::Press(p) => serde_json::to_value(p),
+            Call::Swipe(p) => serde_json::to_value(p),
+            Call::Type(p) => serde_json::to_value(p),
+        };
+        params.expect("lynkeus params are plain data")
+    }
+}
+
+/// A lynkeus press at `target`, held `hold_ms`.
+pub fn press(target: Target, hold_ms: Option<u64>) -> Call {
+    Call::Press(PressParams { target, hold_ms, mode: None })
 }
 
 /// The element ids the actions use as origins (their centres are needed).
@@ -88,7 +114,8 @@ struct Gesture {
 /// The calls `body` stands for, in order. `centres` holds the centre of each
 /// element named as an origin; `window` is the screen's size.
 pub fn plan(body: &Value, centres: &HashMap<String, (f64, f64)>, window: (f64, f64)) -> WdResult<Vec<Call>> {
-    let body = Body::deserialize(body).map_err(|e| WdError::invalid_argument(format!("the actions do not parse: {e}")))?;
+    let body =
+        Body::deserialize(body).map_err(|e| WdError::invalid_argument(format!("the actions do not parse: {e}")))?;
     let mut gestures: Vec<Gesture> = Vec::new();
     let mut typed = String::new();
     let mut submit = false;
@@ -109,7 +136,9 @@ pub fn plan(body: &Value, centres: &HashMap<String, (f64, f64)>, window: (f64, f
                     match action.kind.as_str() {
                         "keyDown" => match action.value.as_deref() {
                             Some("\u{E007}" | "\u{E006}") => submit = true,
-                            Some(key) if key.chars().all(|c| !('\u{E000}'..='\u{F8FF}').contains(&c)) => typed.push_str(key),
+                            Some(key) if key.chars().all(|c| !('\u{E000}'..='\u{F8FF}').contains(&c)) => {
+                                typed.push_str(key)
+                            }
                             Some(key) => {
                                 return Err(WdError::unsupported(format!(
                                     "key {:?} has no lynkeus equivalent: only text and Enter can be typed",
@@ -129,13 +158,13 @@ pub fn plan(body: &Value, centres: &HashMap<String, (f64, f64)>, window: (f64, f
                         let (dx, dy) = (action.delta_x.unwrap_or(0.0), action.delta_y.unwrap_or(0.0));
                         // Scrolling down shows what is below: a swipe up.
                         let direction = if dy.abs() >= dx.abs() {
-                            if dy > 0.0 { "up" } else { "down" }
+                            if dy > 0.0 { Direction::Up } else { Direction::Down }
                         } else if dx > 0.0 {
-                            "left"
+                            Direction::Left
                         } else {
-                            "right"
+                            Direction::Right
                         };
-                        let call = Call { method: "swipe", params: json!({ "direction": direction }) };
+                        let call = Call::Swipe(SwipeParams { direction: Some(direction), ..Default::default() });
                         gestures.push(Gesture { down_tick: tick, up_tick: tick, call });
                     }
                 }
@@ -152,7 +181,13 @@ pub fn plan(body: &Value, centres: &HashMap<String, (f64, f64)>, window: (f64, f
     }
     let mut calls: Vec<Call> = gestures.into_iter().map(|g| g.call).collect();
     if !typed.is_empty() || submit {
-        calls.push(Call { method: "type", params: json!({ "text": typed, "submit": submit }) });
+        calls.push(Call::Type(TypeParams {
+            text: typed,
+            target: None,
+            clear: None,
+            paste: None,
+            submit: Some(submit),
+        }));
     }
     Ok(calls)
 }
@@ -179,9 +214,9 @@ fn pointer_gestures(
                         let id = origin.get(ELEMENT_KEY).and_then(Value::as_str).ok_or_else(|| {
                             WdError::invalid_argument(format!("origin {origin} is not viewport, pointer or an element"))
                         })?;
-                        let centre = centres
-                            .get(id)
-                            .ok_or_else(|| WdError::new(Code::NoSuchElement, format!("no element {id} in this session")))?;
+                        let centre = centres.get(id).ok_or_else(|| {
+                            WdError::new(Code::NoSuchElement, format!("no element {id} in this session"))
+                        })?;
                         (centre.0 + x, centre.1 + y)
                     }
                 };
@@ -203,19 +238,22 @@ fn pointer_gestures(
             }
             "pointerUp" => {
                 let Some((down_tick, from, held, moving)) = down.take() else {
-                    return Err(WdError::invalid_argument(format!("pointer {:?} went up without going down", source.id)));
+                    return Err(WdError::invalid_argument(format!(
+                        "pointer {:?} went up without going down",
+                        source.id
+                    )));
                 };
                 let distance = ((at.0 - from.0).powi(2) + (at.1 - from.1).powi(2)).sqrt();
                 let call = if distance < SLOP {
-                    Call {
-                        method: "press",
-                        params: json!({ "target": point(from), "holdMs": held.max(MIN_HOLD_MS) }),
-                    }
+                    let (x, y) = (from.0.round(), from.1.round());
+                    press(Target::Point { x, y }, Some(held.max(MIN_HOLD_MS)))
                 } else {
-                    Call {
-                        method: "swipe",
-                        params: json!({ "from": point(from), "to": point(at), "durationMs": (moving + held).max(MIN_HOLD_MS) }),
-                    }
+                    Call::Swipe(SwipeParams {
+                        from: Some(point(from)),
+                        to: Some(point(at)),
+                        duration_ms: Some((moving + held).max(MIN_HOLD_MS)),
+                        ..Default::default()
+                    })
                 };
                 gestures.push(Gesture { down_tick, up_tick: tick, call });
             }
@@ -232,12 +270,14 @@ fn pointer_gestures(
     Ok(gestures)
 }
 
-fn point((x, y): (f64, f64)) -> Value {
-    json!({ "x": x.round() as i64, "y": y.round() as i64 })
+fn point((x, y): (f64, f64)) -> Point {
+    Point { x: x.round(), y: y.round() }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     const WINDOW: (f64, f64) = (390.0, 844.0);
@@ -253,7 +293,11 @@ mod tests {
             {"type":"pointerMove","duration":250,"x":100,"y":200,"origin":"viewport"},
             {"type":"pointerDown","duration":0,"button":0},{"type":"pause","duration":100},
             {"type":"pointerUp","duration":0,"button":0}]}]});
-        assert_eq!(plan_of(tap).unwrap(), [Call { method: "press", params: json!({"target": {"x": 100, "y": 200}, "holdMs": 100}) }]);
+        let calls = plan_of(tap).unwrap();
+        assert_eq!(
+            calls.iter().map(|c| (c.method(), c.params())).collect::<Vec<_>>(),
+            [("press", json!({"x": 100, "y": 200, "holdMs": 100}))]
+        );
     }
 
     #[test]
@@ -264,18 +308,23 @@ mod tests {
             {"type":"pointerMove","duration":400,"x":200,"y":200,"origin":"viewport"},
             {"type":"pointerUp","duration":0,"button":0}]}]});
         let calls = plan_of(swipe).unwrap();
-        assert_eq!(calls[0].params, json!({"from": {"x": 200, "y": 700}, "to": {"x": 200, "y": 200}, "durationMs": 400}));
+        assert_eq!(
+            calls[0].params(),
+            json!({"from": {"x": 200, "y": 700}, "to": {"x": 200, "y": 200}, "durationMs": 400})
+        );
         let click = json!({"actions":[{"type":"pointer","parameters":{"pointerType":"mouse"},"id":"mouse","actions":[
             {"type":"pointerMove","duration":250,"x":0,"y":0,"origin":{"element-6066-11e4-a52e-4f735466cecf":"el-1"}},
             {"type":"pointerDown","duration":0,"button":0},{"type":"pointerUp","duration":0,"button":0}]},
             {"type":"key","id":"key","actions":[{"type":"pause","duration":0},{"type":"pause","duration":0}]}]});
-        assert_eq!(plan_of(click).unwrap()[0].params["target"], json!({"x": 195, "y": 242}));
+        assert_eq!(plan_of(click).unwrap()[0].params(), json!({"x": 195, "y": 242, "holdMs": 50}));
     }
 
     #[test]
     fn two_fingers_at_once_and_moves_off_screen_are_refused() {
-        let finger = |id: &str, x: i64| json!({"type":"pointer","parameters":{"pointerType":"touch"},"id":id,"actions":[
-            {"type":"pointerMove","x":x,"y":300},{"type":"pointerDown"},{"type":"pause","duration":100},{"type":"pointerUp"}]});
+        let finger = |id: &str, x: i64| {
+            json!({"type":"pointer","parameters":{"pointerType":"touch"},"id":id,"actions":[
+            {"type":"pointerMove","x":x,"y":300},{"type":"pointerDown"},{"type":"pause","duration":100},{"type":"pointerUp"}]})
+        };
         let pinch = json!({"actions":[finger("a", 100), finger("b", 200)]});
         assert_eq!(plan_of(pinch).unwrap_err().code, Code::UnsupportedOperation);
         let away = json!({"actions":[{"type":"pointer","id":"m","actions":[{"type":"pointerMove","x":5000,"y":1}]}]});
@@ -289,6 +338,6 @@ mod tests {
         let keys = json!({"actions":[{"type":"key","id":"k","actions":[
             {"type":"keyDown","value":"h"},{"type":"keyUp","value":"h"},{"type":"keyDown","value":"i"},
             {"type":"keyDown","value":"\u{E007}"}]}]});
-        assert_eq!(plan_of(keys).unwrap(), [Call { method: "type", params: json!({"text": "hi", "submit": true}) }]);
+        assert_eq!(plan_of(keys).unwrap()[0].params(), json!({"text": "hi", "submit": true}));
     }
 }

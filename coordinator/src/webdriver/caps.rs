@@ -82,7 +82,9 @@ impl Wants {
             .is_none_or(|v| device.labels.get("platformVersion").is_some_and(|have| have == v));
         let app_ok = self.app.as_ref().is_none_or(|want| {
             device.app.is_some_and(|app| {
-                ["bundleId", "package", "id", "name"].iter().any(|key| app.get(key).and_then(Value::as_str) == Some(want))
+                ["bundleId", "package", "id", "name"]
+                    .iter()
+                    .any(|key| app.get(key).and_then(Value::as_str) == Some(want))
             })
         });
         let labels_ok = self.labels.iter().all(|(k, v)| device.labels.get(k.as_str()) == Some(&v.as_str()));
@@ -182,11 +184,9 @@ fn request(merged: Map<String, Value>) -> WdResult<Request> {
     let millis = |key: &str, default: Duration| -> WdResult<Duration> {
         match merged.get(key) {
             None | Some(Value::Null) => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .map(Duration::from_millis)
-                .filter(|d| *d <= LONGEST)
-                .ok_or_else(|| WdError::invalid_argument(format!("capability `{key}` must be milliseconds, at most 3600000"))),
+            Some(v) => v.as_u64().map(Duration::from_millis).filter(|d| *d <= LONGEST).ok_or_else(|| {
+                WdError::invalid_argument(format!("capability `{key}` must be milliseconds, at most 3600000"))
+            }),
         }
     };
     let mut labels = BTreeMap::new();
@@ -258,7 +258,8 @@ mod tests {
 
     #[test]
     fn bad_capabilities_are_named() {
-        let twice = json!({"capabilities": {"alwaysMatch": {"platformName": "iOS"}, "firstMatch": [{"platformName": "iOS"}]}});
+        let twice =
+            json!({"capabilities": {"alwaysMatch": {"platformName": "iOS"}, "firstMatch": [{"platformName": "iOS"}]}});
         assert!(process(&twice).unwrap_err().message.contains("`platformName` is in both"));
         let bare = json!({"capabilities": {"alwaysMatch": {"deviceName": "x"}}});
         let error = process(&bare).unwrap_err();
@@ -284,7 +285,8 @@ mod tests {
     #[test]
     fn a_device_is_matched_by_platform_name_udid_version_app_and_labels() {
         let app = json!({"name": "Shop", "bundleId": "com.example.shop"});
-        let device = facts("ios", &[("model", "iPhone 15"), ("platformVersion", "17.4"), ("pool", "smoke")], Some(&app));
+        let device =
+            facts("ios", &[("model", "iPhone 15"), ("platformVersion", "17.4"), ("pool", "smoke")], Some(&app));
         let wants = |caps: Value| process(&json!({"capabilities": {"alwaysMatch": caps}})).unwrap().remove(0).wants;
         assert!(wants(json!({"platformName": "iOS"})).accepts(&device));
         assert!(!wants(json!({"platformName": "Android"})).accepts(&device));

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use argus_proto::wire::{Element, Screen, Target};
+use argus_proto::wire::{Element, Screen, Target, TypeParams};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -76,7 +76,8 @@ fn target(screen: &Screen, i: usize) -> Option<Target> {
     if !matchable(element) {
         return None;
     }
-    let nth = screen.elements[..position].iter().filter(|e| e.test_id.as_deref() == Some(&test_id) && matchable(e)).count();
+    let nth =
+        screen.elements[..position].iter().filter(|e| e.test_id.as_deref() == Some(&test_id) && matchable(e)).count();
     let more = screen.elements[position + 1..].iter().any(|e| e.test_id.as_deref() == Some(&test_id) && matchable(e));
     Some(Target::TestId { test_id, nth: (nth > 0 || more).then_some(nth), within: None })
 }
@@ -133,7 +134,10 @@ async fn find_first(state: &HttpState, sid: &str, bytes: &Bytes, within: Option<
     let id = ids.first().ok_or_else(|| {
         WdError::new(
             Code::NoSuchElement,
-            format!("An element could not be located on the page using the given search parameters ({}: {:?})", query.using, query.value),
+            format!(
+                "An element could not be located on the page using the given search parameters ({}: {:?})",
+                query.using, query.value
+            ),
         )
     })?;
     Ok(Wd(reference(id)))
@@ -153,11 +157,19 @@ async fn find_all(State(state): State<HttpState>, Path(sid): Path<String>, bytes
     find_every(&state, &sid, &bytes, None).await
 }
 
-async fn find_one_within(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>, bytes: Bytes) -> Answer {
+async fn find_one_within(
+    State(state): State<HttpState>,
+    Path((sid, eid)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Answer {
     find_first(&state, &sid, &bytes, Some(&eid)).await
 }
 
-async fn find_all_within(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>, bytes: Bytes) -> Answer {
+async fn find_all_within(
+    State(state): State<HttpState>,
+    Path((sid, eid)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Answer {
     find_every(&state, &sid, &bytes, Some(&eid)).await
 }
 
@@ -179,9 +191,9 @@ pub async fn current(state: &HttpState, sid: &str, eid: &str) -> WdResult<(Arc<S
     let session = state.webdriver.get(sid)?;
     let found = session.element(eid)?;
     let screen = screen(state, &session).await?;
-    let element = resolve(&found, &screen)
-        .cloned()
-        .ok_or_else(|| WdError::new(Code::StaleElementReference, format!("element {eid} is no longer on the screen")))?;
+    let element = resolve(&found, &screen).cloned().ok_or_else(|| {
+        WdError::new(Code::StaleElementReference, format!("element {eid} is no longer on the screen"))
+    })?;
     Ok((session, screen, element))
 }
 
@@ -199,17 +211,14 @@ async fn target_of(state: &HttpState, sid: &str, eid: &str) -> WdResult<(Arc<Ses
 /// A call on an element: a target that no longer matches is stale.
 async fn element_call(state: &HttpState, session: &Session, method: &str, params: Value) -> WdResult<Value> {
     call(state, session, method, Some(params)).await.map_err(|error| {
-        if error.code == Code::NoSuchElement {
-            WdError::new(Code::StaleElementReference, error.message)
-        } else {
-            error
-        }
+        if error.code == Code::NoSuchElement { WdError::new(Code::StaleElementReference, error.message) } else { error }
     })
 }
 
 pub async fn click_element(state: &HttpState, sid: &str, eid: &str) -> WdResult<()> {
     let (session, target) = target_of(state, sid, eid).await?;
-    element_call(state, &session, "press", json!({ "target": target })).await.map(drop)
+    let press = super::actions::press(target, None);
+    element_call(state, &session, press.method(), press.params()).await.map(drop)
 }
 
 async fn click(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
@@ -219,7 +228,8 @@ async fn click(State(state): State<HttpState>, Path((sid, eid)): Path<(String, S
 
 async fn clear(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (session, target) = target_of(&state, &sid, &eid).await?;
-    element_call(&state, &session, "type", json!({ "target": target, "text": "", "clear": true })).await?;
+    let clear = TypeParams { text: String::new(), target: Some(target), clear: Some(true), paste: None, submit: None };
+    element_call(&state, &session, "type", typed(&clear)).await?;
     Ok(Wd(Value::Null))
 }
 
@@ -249,12 +259,22 @@ fn keys(body: &serde_json::Map<String, Value>) -> WdResult<(String, bool)> {
 async fn send_keys(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>, bytes: Bytes) -> Answer {
     let (text, submit) = keys(&body(&bytes)?)?;
     let (session, target) = target_of(&state, &sid, &eid).await?;
-    element_call(&state, &session, "type", json!({ "target": target, "text": text, "submit": submit })).await?;
+    let params = TypeParams { text, target: Some(target), clear: None, paste: None, submit: Some(submit) };
+    element_call(&state, &session, "type", typed(&params)).await?;
     Ok(Wd(Value::Null))
 }
 
+fn typed(params: &TypeParams) -> Value {
+    serde_json::to_value(params).expect("lynkeus params are plain data")
+}
+
 pub fn text_of(element: &Element) -> String {
-    element.text.clone().or_else(|| element.value.clone()).or_else(|| element.accessibility_label.clone()).unwrap_or_default()
+    element
+        .text
+        .clone()
+        .or_else(|| element.value.clone())
+        .or_else(|| element.accessibility_label.clone())
+        .unwrap_or_default()
 }
 
 async fn text(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
@@ -338,8 +358,9 @@ async fn selected(State(state): State<HttpState>, Path((sid, eid)): Path<(String
 async fn element_screenshot(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (session, screen, element) = current(&state, &sid, &eid).await?;
     let png = super::session::picture(&state, &session).await?;
-    let cropped = crop(&png, screen.window.w, &element)
-        .map_err(|why| WdError::new(Code::UnableToCaptureScreen, format!("cannot cut the element out of the screenshot: {why}")))?;
+    let cropped = crop(&png, screen.window.w, &element).map_err(|why| {
+        WdError::new(Code::UnableToCaptureScreen, format!("cannot cut the element out of the screenshot: {why}"))
+    })?;
     Ok(Wd(json!(base64::engine::general_purpose::STANDARD.encode(cropped))))
 }
 

@@ -9,6 +9,9 @@ use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
+use argus_proto::wire::{Direction, SwipeParams, Target};
+
+use super::actions::{Call, press};
 use super::elements::{self, id_of};
 use super::error::{Code, WdError, WdResult};
 use super::registry::Session;
@@ -28,8 +31,9 @@ pub fn routes() -> Router<HttpState> {
 }
 
 /// lynkeus core methods a `lynkeus:` script may call by name.
-const CORE_METHODS: [&str; 12] =
-    ["screen", "navigate", "back", "waitFor", "idle", "requests", "trace", "batch", "deepLink", "reset", "find", "ping"];
+const CORE_METHODS: [&str; 12] = [
+    "screen", "navigate", "back", "waitFor", "idle", "requests", "trace", "batch", "deepLink", "reset", "find", "ping",
+];
 
 async fn execute(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
     let session = state.webdriver.get(&sid)?;
@@ -45,7 +49,8 @@ async fn execute(State(state): State<HttpState>, Path(sid): Path<String>, bytes:
     };
     let first = args.first().cloned().unwrap_or(Value::Null);
     if script.starts_with("/* isDisplayed */") || script.starts_with("/* getAttribute */") {
-        let eid = id_of(&first).ok_or_else(|| WdError::invalid_argument("the atom's first argument is not an element"))?;
+        let eid =
+            id_of(&first).ok_or_else(|| WdError::invalid_argument("the atom's first argument is not an element"))?;
         return if script.starts_with("/* isDisplayed */") {
             elements::is_displayed(&state, &sid, eid).await.map(|d| Wd(json!(d)))
         } else {
@@ -69,28 +74,29 @@ async fn execute(State(state): State<HttpState>, Path(sid): Path<String>, bytes:
 
 /// The element named by `elementId` (or `element`) in a mobile command's
 /// params, as a lynkeus target.
-async fn element_target(state: &HttpState, session: &Session, params: &Map<String, Value>) -> WdResult<Option<Value>> {
+async fn element_target(state: &HttpState, session: &Session, params: &Map<String, Value>) -> WdResult<Option<Target>> {
     let Some(eid) = params.get("elementId").or_else(|| params.get("element")).and_then(|v| v.as_str().or(id_of(v)))
     else {
         return Ok(None);
     };
     let found = session.element(eid)?;
     if let Some(target) = found.target {
-        return Ok(Some(json!(target)));
+        return Ok(Some(target));
     }
     let screen = screen(state, session).await?;
-    let element = elements::resolve(&found, &screen)
-        .ok_or_else(|| WdError::new(Code::StaleElementReference, format!("element {eid} is no longer on the screen")))?;
-    Ok(Some(json!({ "i": element.i })))
+    let element = elements::resolve(&found, &screen).ok_or_else(|| {
+        WdError::new(Code::StaleElementReference, format!("element {eid} is no longer on the screen"))
+    })?;
+    Ok(Some(Target::Index { i: element.i }))
 }
 
 /// The point of a gesture: an element, or `x`/`y`.
-async fn gesture_target(state: &HttpState, session: &Session, params: &Map<String, Value>) -> WdResult<Value> {
+async fn gesture_target(state: &HttpState, session: &Session, params: &Map<String, Value>) -> WdResult<Target> {
     if let Some(target) = element_target(state, session, params).await? {
         return Ok(target);
     }
     match (params.get("x").and_then(Value::as_f64), params.get("y").and_then(Value::as_f64)) {
-        (Some(x), Some(y)) => Ok(json!({ "x": x, "y": y })),
+        (Some(x), Some(y)) => Ok(Target::Point { x, y }),
         _ => Err(WdError::invalid_argument("the gesture needs elementId, or x and y")),
     }
 }
@@ -106,62 +112,56 @@ async fn mobile(
     name: &str,
     params: Map<String, Value>,
 ) -> WdResult<Value> {
-    let direction = |params: &Map<String, Value>| -> WdResult<String> {
-        params
-            .get("direction")
-            .and_then(Value::as_str)
-            .map(str::to_lowercase)
-            .filter(|d| matches!(d.as_str(), "up" | "down" | "left" | "right"))
-            .ok_or_else(|| WdError::invalid_argument(format!("{prefix}: {name} needs direction: up, down, left or right")))
+    let direction = |params: &Map<String, Value>| -> WdResult<Direction> {
+        let named = params.get("direction").and_then(Value::as_str).map(str::to_lowercase);
+        serde_json::from_value(json!(named)).map_err(|_| {
+            WdError::invalid_argument(format!("{prefix}: {name} needs direction: up, down, left or right"))
+        })
     };
+    let run =
+        |call: Call| async move { super::session::call(state, session, call.method(), Some(call.params())).await };
     match name {
         "swipe" | "swipeGesture" => {
-            let mut swipe = json!({ "direction": direction(&params)? });
-            if let Some(target) = element_target(state, session, &params).await? {
-                swipe["target"] = target;
-            }
-            call(state, session, "swipe", Some(swipe)).await
+            let target = element_target(state, session, &params).await?;
+            run(Call::Swipe(SwipeParams { direction: Some(direction(&params)?), target, ..Default::default() })).await
         }
         "scroll" | "scrollGesture" => {
             // Scrolling down brings what is below into view: a swipe up.
-            let opposite = match direction(&params)?.as_str() {
-                "down" => "up",
-                "up" => "down",
-                "left" => "right",
-                _ => "left",
+            let opposite = match direction(&params)? {
+                Direction::Down => Direction::Up,
+                Direction::Up => Direction::Down,
+                Direction::Left => Direction::Right,
+                Direction::Right => Direction::Left,
             };
-            let mut swipe = json!({ "direction": opposite });
-            if let Some(target) = element_target(state, session, &params).await? {
-                swipe["target"] = target;
-            }
-            call(state, session, "swipe", Some(swipe)).await
+            let target = element_target(state, session, &params).await?;
+            run(Call::Swipe(SwipeParams { direction: Some(opposite), target, ..Default::default() })).await
         }
-        "tap" | "clickGesture" => {
-            let target = gesture_target(state, session, &params).await?;
-            call(state, session, "press", Some(json!({ "target": target }))).await
-        }
+        "tap" | "clickGesture" => run(press(gesture_target(state, session, &params).await?, None)).await,
         "doubleTap" | "doubleClickGesture" => {
             let target = gesture_target(state, session, &params).await?;
-            call(state, session, "press", Some(json!({ "target": target }))).await?;
-            call(state, session, "press", Some(json!({ "target": target }))).await
+            run(press(target.clone(), None)).await?;
+            run(press(target, None)).await
         }
         "touchAndHold" | "longClickGesture" => {
             let target = gesture_target(state, session, &params).await?;
-            let seconds = params.get("duration").and_then(Value::as_f64);
+            let duration = params.get("duration").and_then(Value::as_f64);
             // XCUITest's duration is seconds; UiAutomator2's is ms.
-            let hold_ms = match (name, seconds) {
+            let hold_ms = match (name, duration) {
                 ("touchAndHold", Some(s)) => (s * 1000.0) as u64,
                 (_, Some(ms)) => ms as u64,
                 _ => 1000,
             };
-            call(state, session, "press", Some(json!({ "target": target, "holdMs": hold_ms }))).await
+            run(press(target, Some(hold_ms))).await
         }
         "hideKeyboard" => call(state, session, "dismissKeyboard", None).await.map(|_| Value::Null),
         "isKeyboardShown" => keyboard_is_shown(state, session).await.map(Value::Bool),
         "getConnectivity" => connectivity(state, session, None).await,
         "setConnectivity" => connectivity(state, session, Some(Value::Object(params))).await,
         "deepLink" => {
-            let url = params.get("url").and_then(Value::as_str).ok_or_else(|| WdError::invalid_argument("deepLink needs url"))?;
+            let url = params
+                .get("url")
+                .and_then(Value::as_str)
+                .ok_or_else(|| WdError::invalid_argument("deepLink needs url"))?;
             call(state, session, "deepLink", Some(json!({ "url": url }))).await
         }
         "reset" | "idle" | "waitFor" | "navigate" | "requests" | "trace" | "batch" | "screen" | "find" | "ping"
@@ -263,9 +263,14 @@ async fn touch_perform(State(state): State<HttpState>, Path(sid): Path<String>, 
             ]),
             "tap" => pointer.extend([at, json!({ "type": "pointerDown" }), json!({ "type": "pointerUp" })]),
             "moveTo" => pointer.push(at),
-            "wait" => pointer.push(json!({ "type": "pause", "duration": options.get("ms").and_then(Value::as_u64).unwrap_or(0) })),
+            "wait" => pointer
+                .push(json!({ "type": "pause", "duration": options.get("ms").and_then(Value::as_u64).unwrap_or(0) })),
             "release" => pointer.push(json!({ "type": "pointerUp" })),
-            other => return Err(WdError::invalid_argument(format!("touch action {other:?} is not press, longPress, tap, moveTo, wait or release"))),
+            other => {
+                return Err(WdError::invalid_argument(format!(
+                    "touch action {other:?} is not press, longPress, tap, moveTo, wait or release"
+                )));
+            }
         }
     }
     let actions = json!({ "actions": [{ "type": "pointer", "id": "touch", "parameters": { "pointerType": "touch" }, "actions": pointer }] });

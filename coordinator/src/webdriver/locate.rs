@@ -8,7 +8,7 @@
 //! | `name` | `testId` or the accessibility label |
 //! | `class name` | the kind, by tag or platform class (see [`super::page::kind_of_class`]) |
 //! | `xpath` | XPath 1.0 over the page source |
-//! | `css selector` | what plain selenium sends for the above: `[id="x"]`, `#x`, `[name="x"]`, `.Class`, `Class` |
+//! | `css selector` | what plain selenium sends for the above: `[id="x"]` (or `*[id="x"]`), `#x`, `[name="x"]`, `.Class`, `Class` |
 //! | `-ios predicate string` | `attr == 'v'`, `CONTAINS`, `BEGINSWITH`, `ENDSWITH`, joined by `AND` |
 //! | `-android uiautomator` | `new UiSelector()` with `text`, `textContains`, `textStartsWith`, `description`, `descriptionContains`, `resourceId`, `className`, `enabled` |
 
@@ -28,7 +28,8 @@ pub fn locate(screen: &Screen, using: &str, value: &str, within: Option<usize>) 
     }
     let test: Box<dyn Fn(&Element) -> bool> = match using {
         "accessibility id" => {
-            let by_id = screen.elements.iter().any(|e| e.test_id.as_deref() == Some(value) && inside(screen, e, within));
+            let by_id =
+                screen.elements.iter().any(|e| e.test_id.as_deref() == Some(value) && inside(screen, e, within));
             let value = value.to_owned();
             if by_id {
                 Box::new(move |e| e.test_id.as_deref() == Some(&value))
@@ -80,8 +81,9 @@ fn inside(screen: &Screen, element: &Element, within: Option<usize>) -> bool {
 /// The css shapes plain selenium and fantoccini generate for id, name and
 /// class; anything richer is refused rather than guessed.
 fn css(selector: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
-    static ATTRIBUTE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"^\[(id|name)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\]$"#).unwrap());
+    static ATTRIBUTE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"^\*?\[(id|name)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\]$"#).unwrap()
+    });
     static IDENT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^([#.]?)([A-Za-z_][\w.\-]*)$").unwrap());
     let selector = selector.trim();
     if let Some(caps) = ATTRIBUTE.captures(selector) {
@@ -107,7 +109,9 @@ fn read<'e>(element: &'e Element, attribute: &str) -> Option<std::borrow::Cow<'e
     use std::borrow::Cow;
     match attribute {
         "label" => element.accessibility_label.as_deref().or(element.text.as_deref()).map(Cow::Borrowed),
-        "name" | "identifier" => element.test_id.as_deref().or(element.accessibility_label.as_deref()).map(Cow::Borrowed),
+        "name" | "identifier" => {
+            element.test_id.as_deref().or(element.accessibility_label.as_deref()).map(Cow::Borrowed)
+        }
         "text" => element.text.as_deref().map(Cow::Borrowed),
         "value" => element.value.as_deref().or(element.text.as_deref()).map(Cow::Borrowed),
         "type" | "className" => Some(Cow::Borrowed(page::tag(element.kind))),
@@ -118,8 +122,10 @@ fn read<'e>(element: &'e Element, attribute: &str) -> Option<std::borrow::Cow<'e
 /// A subset of NSPredicate: `attr OP 'literal'` clauses joined by `AND`.
 fn predicate(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
     static CLAUSE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r#"(?i)^\s*(\w+)\s*(==|!=|CONTAINS|BEGINSWITH|ENDSWITH)(\[c\])?\s*(?:'([^']*)'|"([^"]*)"|(\w+))\s*$"#)
-            .unwrap()
+        Regex::new(
+            r#"(?i)^\s*(\w+)\s*(==|!=|CONTAINS|BEGINSWITH|ENDSWITH)(\[c\])?\s*(?:'([^']*)'|"([^"]*)"|(\w+))\s*$"#,
+        )
+        .unwrap()
     });
     static AND: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)\s+AND\s+|\s*&&\s*").unwrap());
     let mut clauses = Vec::new();
@@ -168,8 +174,9 @@ fn predicate(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
 
 /// A subset of UiSelector: `new UiSelector().text("x").className("y")`.
 fn ui_selector(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
-    static WHOLE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"^\s*new\s+UiSelector\(\)((?:\s*\.\s*\w+\((?:"[^"]*"|true|false)\))+)\s*;?\s*$"#).unwrap());
+    static WHOLE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#"^\s*new\s+UiSelector\(\)((?:\s*\.\s*\w+\((?:"[^"]*"|true|false)\))+)\s*;?\s*$"#).unwrap()
+    });
     static CALL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r#"\.\s*(\w+)\((?:"([^"]*)"|(true|false))\)"#).unwrap());
     let unsupported = |why: String| WdError::new(super::error::Code::InvalidSelector, why);
     let calls = WHOLE.captures(text).ok_or_else(|| {
@@ -179,11 +186,15 @@ fn ui_selector(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
     for call in CALL.captures_iter(&calls[1]) {
         let value = call.get(2).or(call.get(3)).map_or("", |m| m.as_str()).to_owned();
         let test: Box<dyn Fn(&Element) -> bool> = match &call[1] {
-            "text" => Box::new(move |e| read(e, "label").as_deref() == Some(value.as_str()) || e.text.as_deref() == Some(&value)),
+            "text" => Box::new(move |e| {
+                read(e, "label").as_deref() == Some(value.as_str()) || e.text.as_deref() == Some(&value)
+            }),
             "textContains" => Box::new(move |e| e.text.as_deref().is_some_and(|t| t.contains(&value))),
             "textStartsWith" => Box::new(move |e| e.text.as_deref().is_some_and(|t| t.starts_with(&value))),
             "description" => Box::new(move |e| e.accessibility_label.as_deref() == Some(&value)),
-            "descriptionContains" => Box::new(move |e| e.accessibility_label.as_deref().is_some_and(|t| t.contains(&value))),
+            "descriptionContains" => {
+                Box::new(move |e| e.accessibility_label.as_deref().is_some_and(|t| t.contains(&value)))
+            }
             "resourceId" => {
                 // `com.app:id/login` names the id after `id/`.
                 let id = value.rsplit_once(":id/").map_or(value.clone(), |(_, id)| id.to_owned());
@@ -221,6 +232,7 @@ mod tests {
         assert_eq!(find("xpath", "//TextField"), [2]);
         assert_eq!(find("css selector", r#"[id="email"]"#), [2]);
         assert_eq!(find("css selector", r#"[name="Email"]"#), [2]);
+        assert_eq!(find("css selector", r#"*[id="email"]"#), [2], "selenium-webdriver's By.id");
         assert_eq!(find("css selector", ".Button"), [3, 5]);
         assert_eq!(find("css selector", "#login"), [3, 5]);
         assert_eq!(find("-ios predicate string", "label == 'Log in'"), [3]);
@@ -228,7 +240,10 @@ mod tests {
         assert_eq!(find("-ios predicate string", "name BEGINSWITH[c] 'LOG' AND enabled == 1"), [5]);
         assert_eq!(find("-android uiautomator", r#"new UiSelector().text("Log in")"#), [3]);
         assert_eq!(find("-android uiautomator", r#"new UiSelector().resourceId("com.shop:id/email")"#), [2]);
-        assert_eq!(find("-android uiautomator", r#"new UiSelector().className("android.widget.Button").enabled(true)"#), [5]);
+        assert_eq!(
+            find("-android uiautomator", r#"new UiSelector().className("android.widget.Button").enabled(true)"#),
+            [5]
+        );
     }
 
     #[test]
@@ -243,7 +258,13 @@ mod tests {
         let error = locate(&screen, "-flutter key", "x", None).unwrap_err();
         assert_eq!(error.message, "Locator Strategy '-flutter key' is not supported for this session");
         assert_eq!(locate(&screen, "css selector", "div > p", None).unwrap_err().code.as_str(), "invalid selector");
-        assert_eq!(locate(&screen, "-ios predicate string", "label LIKE 'x*'", None).unwrap_err().code.as_str(), "invalid selector");
-        assert_eq!(locate(&screen, "-android uiautomator", "new UiScrollable()", None).unwrap_err().code.as_str(), "invalid selector");
+        assert_eq!(
+            locate(&screen, "-ios predicate string", "label LIKE 'x*'", None).unwrap_err().code.as_str(),
+            "invalid selector"
+        );
+        assert_eq!(
+            locate(&screen, "-android uiautomator", "new UiScrollable()", None).unwrap_err().code.as_str(),
+            "invalid selector"
+        );
     }
 }

@@ -63,10 +63,7 @@ pub fn routes(state: HttpState) -> Router<HttpState> {
         .merge(elements::routes())
         .merge(execute::routes())
         .method_not_allowed_fallback(unknown_method);
-    Router::new()
-        .merge(wd.clone())
-        .nest("/wd/hub", wd)
-        .route_layer(middleware::from_fn_with_state(state, observe))
+    Router::new().merge(wd.clone()).nest("/wd/hub", wd).route_layer(middleware::from_fn_with_state(state, observe))
 }
 
 /// Whether `path` is one of the facade's, so that what the HTTP layer
@@ -155,6 +152,8 @@ fn core_error(error: CoreError) -> WdError {
 }
 
 const IDEMPOTENCY_KEY: &str = "x-idempotency-key";
+/// How long a new session's app may take to reset.
+const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 async fn new_session(State(state): State<HttpState>, headers: HeaderMap, bytes: Bytes) -> Answer {
     let body = Value::Object(body(&bytes)?);
@@ -204,8 +203,25 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
     if let Some(version) = version {
         capabilities.insert("lynkeus:appVersion".into(), version);
     }
+    let no_reset = candidates[granted.matched].echoed.get("appium:noReset") == Some(&Value::Bool(true));
     let session = Arc::new(registry::Session::new(id.clone(), held, capabilities.clone(), last_used));
-    state.webdriver.add(session);
+    state.webdriver.add(session.clone());
+    // A fresh app, as Appium starts one, unless the client asks to keep it
+    // (`appium:noReset`); an app without `reset` is left as it is, as the
+    // runner leaves it before an attempt.
+    if !no_reset {
+        let reset = state.webdriver.call(&session, "reset", None, RESET_TIMEOUT, traceparent()).await;
+        if let Err(failure) = reset
+            && !failure.message.starts_with("Unknown method")
+        {
+            state.webdriver.end(&id, "its app could not be reset");
+            let _ = state.handle.send(Command::CloseSession { id: id.clone() }).await;
+            return Err(WdError::new(
+                Code::SessionNotCreated,
+                format!("device {} was free but its app could not be reset: {}", session.held.device, failure.message),
+            ));
+        }
+    }
     Ok(json!({ "sessionId": id, "capabilities": capabilities }))
 }
 

@@ -59,7 +59,10 @@ pub fn kind_of_class(class: &str) -> Option<ElementKind> {
                 "android.widget.ListView",
             ],
         ),
-        (Switch, &["Switch", "switch", "XCUIElementTypeSwitch", "android.widget.Switch", "android.widget.CompoundButton"]),
+        (
+            Switch,
+            &["Switch", "switch", "XCUIElementTypeSwitch", "android.widget.Switch", "android.widget.CompoundButton"],
+        ),
         (Image, &["Image", "image", "XCUIElementTypeImage", "android.widget.ImageView"]),
         (
             View,
@@ -93,7 +96,8 @@ pub fn attribute(element: &Element, name: &str) -> Option<String> {
         "text" => element.text.clone(),
         "accessibilityLabel" | "label" | "content-desc" | "contentDescription" => element.accessibility_label.clone(),
         "name" => element.test_id.clone().or_else(|| element.accessibility_label.clone()),
-        "value" => element.value.clone(),
+        // An input with nothing in it has an empty value.
+        "value" => element.value.clone().or_else(|| (element.kind == ElementKind::Input).then(String::new)),
         "placeholder" => element.placeholder.clone(),
         "enabled" => flag(element.enabled),
         "displayed" | "visible" => flag(displayed(element)),
@@ -183,7 +187,8 @@ impl Page {
             for (n, element) in screen.elements.iter().enumerate() {
                 // An element whose parent is missing (or itself, or later in
                 // the list, which would make a cycle) hangs off the root.
-                let parent = element.parent.and_then(|p| screen.elements.iter().position(|e| e.i == p)).filter(|&p| p < n);
+                let parent =
+                    element.parent.and_then(|p| screen.elements.iter().position(|e| e.i == p)).filter(|&p| p < n);
                 let (holder, slot) = match parent {
                     Some(p) => (nodes[p], p + 1),
                     None => (root, 0),
@@ -209,10 +214,8 @@ impl Page {
     pub fn select(&self, xpath: &str, within: Option<usize>) -> WdResult<Vec<usize>> {
         let invalid = |why: String| WdError::new(Code::InvalidSelector, format!("invalid XPath {xpath:?}: {why}"));
         let factory = sxd_xpath::Factory::new();
-        let compiled = factory
-            .build(xpath)
-            .map_err(|e| invalid(e.to_string()))?
-            .ok_or_else(|| invalid("it is empty".into()))?;
+        let compiled =
+            factory.build(xpath).map_err(|e| invalid(e.to_string()))?.ok_or_else(|| invalid("it is empty".into()))?;
         let doc = self.package.as_document();
         let context = sxd_xpath::Context::new();
         let start = match within {
@@ -294,8 +297,14 @@ pub(crate) mod tests {
         assert_eq!(root.name().local_part(), "hierarchy");
         assert_eq!(root.attribute_value("route"), Some("Login"));
         assert!(xml.contains("Terms &amp; &lt;conditions&gt;"), "{xml}");
-        assert!(xml.contains("<Button i='3' kind='button' testId='login' text='Log in' name='login' enabled='false'"), "{xml}");
-        assert!(xml.contains("<TextField i='2' kind='input' testId='email' accessibilityLabel='Email' value=''"), "{xml}");
+        assert!(
+            xml.contains("<Button i='3' kind='button' testId='login' text='Log in' name='login' enabled='false'"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<TextField i='2' kind='input' testId='email' accessibilityLabel='Email' value=''"),
+            "{xml}"
+        );
     }
 
     #[test]

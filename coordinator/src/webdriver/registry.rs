@@ -129,14 +129,7 @@ struct SessionState {
 
 impl Session {
     pub fn new(id: String, held: Held, capabilities: Map<String, Value>, last_used: Arc<AtomicI64>) -> Self {
-        Self {
-            id,
-            held,
-            capabilities,
-            created_ms: crate::core::now_ms(),
-            last_used,
-            state: Mutex::default(),
-        }
+        Self { id, held, capabilities, created_ms: crate::core::now_ms(), last_used, state: Mutex::default() }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
@@ -239,7 +232,8 @@ impl Registry {
         let orphaned: Vec<u64> = inner.calls.iter().filter(|(_, (s, _))| s == id).map(|(k, _)| *k).collect();
         for call in orphaned {
             if let Some((_, reply)) = inner.calls.remove(&call) {
-                let _ = reply.send(Err(CallFailure { code: "ended".into(), message: format!("the session ended: {why}") }));
+                let _ =
+                    reply.send(Err(CallFailure { code: "ended".into(), message: format!("the session ended: {why}") }));
             }
         }
         Some(session)

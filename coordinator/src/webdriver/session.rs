@@ -126,7 +126,9 @@ async fn set_timeouts(State(state): State<HttpState>, Path(sid): Path<String>, b
             "script" if value.is_null() => {}
             "script" => timeouts.script = ms(key, value)?,
             "type" | "ms" => {}
-            other => return Err(WdError::invalid_argument(format!("no timeout {other:?}: implicit, pageLoad or script"))),
+            other => {
+                return Err(WdError::invalid_argument(format!("no timeout {other:?}: implicit, pageLoad or script")));
+            }
         }
     }
     session.set_timeouts(timeouts);
@@ -203,14 +205,15 @@ pub async fn run_actions(state: &HttpState, session: &Session, body: &Value) -> 
     let mut centres = HashMap::new();
     for id in actions::origins(body) {
         let found = session.element(&id)?;
-        let element = super::elements::resolve(&found, &screen)
-            .ok_or_else(|| WdError::new(Code::StaleElementReference, format!("element {id} is no longer on the screen")))?;
+        let element = super::elements::resolve(&found, &screen).ok_or_else(|| {
+            WdError::new(Code::StaleElementReference, format!("element {id} is no longer on the screen"))
+        })?;
         let centre = element.frame.centre();
         centres.insert(id, (centre.x, centre.y));
     }
     let planned = actions::plan(body, &centres, (screen.window.w, screen.window.h))?;
     for step in &planned {
-        call(state, session, step.method, Some(step.params.clone())).await?;
+        call(state, session, step.method(), Some(step.params())).await?;
     }
     Ok(())
 }
