@@ -20,13 +20,16 @@ use regex::Regex;
 use super::error::{WdError, WdResult};
 use super::page::{self, Page};
 
+/// Whether an element is one a locator selects.
+type Test = Box<dyn Fn(&Element) -> bool>;
+
 /// The `i` of every element `using`/`value` selects, in tree order; only
 /// descendants of the element `within` when given.
 pub fn locate(screen: &Screen, using: &str, value: &str, within: Option<usize>) -> WdResult<Vec<usize>> {
     if using == "xpath" {
         return Page::new(screen).select(value, within);
     }
-    let test: Box<dyn Fn(&Element) -> bool> = match using {
+    let test: Test = match using {
         "accessibility id" => {
             let by_id =
                 screen.elements.iter().any(|e| e.test_id.as_deref() == Some(value) && inside(screen, e, within));
@@ -48,17 +51,17 @@ pub fn locate(screen: &Screen, using: &str, value: &str, within: Option<usize>) 
     Ok(screen.elements.iter().filter(|e| inside(screen, e, within) && test(e)).map(|e| e.i).collect())
 }
 
-fn by_id(value: &str) -> Box<dyn Fn(&Element) -> bool> {
+fn by_id(value: &str) -> Test {
     let value = value.to_owned();
     Box::new(move |e| e.test_id.as_deref() == Some(&value))
 }
 
-fn by_name(value: &str) -> Box<dyn Fn(&Element) -> bool> {
+fn by_name(value: &str) -> Test {
     let value = value.to_owned();
     Box::new(move |e| e.test_id.as_deref() == Some(&value) || e.accessibility_label.as_deref() == Some(&value))
 }
 
-fn by_class(value: &str) -> Box<dyn Fn(&Element) -> bool> {
+fn by_class(value: &str) -> Test {
     let kind = page::kind_of_class(value);
     Box::new(move |e| Some(e.kind) == kind)
 }
@@ -80,7 +83,7 @@ fn inside(screen: &Screen, element: &Element, within: Option<usize>) -> bool {
 
 /// The css shapes plain selenium and fantoccini generate for id, name and
 /// class; anything richer is refused rather than guessed.
-fn css(selector: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
+fn css(selector: &str) -> WdResult<Test> {
     static ATTRIBUTE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r#"^\*?\[(id|name)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\]$"#).unwrap()
     });
@@ -120,7 +123,7 @@ fn read<'e>(element: &'e Element, attribute: &str) -> Option<std::borrow::Cow<'e
 }
 
 /// A subset of NSPredicate: `attr OP 'literal'` clauses joined by `AND`.
-fn predicate(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
+fn predicate(text: &str) -> WdResult<Test> {
     static CLAUSE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
             r#"(?i)^\s*(\w+)\s*(==|!=|CONTAINS|BEGINSWITH|ENDSWITH)(\[c\])?\s*(?:'([^']*)'|"([^"]*)"|(\w+))\s*$"#,
@@ -173,7 +176,7 @@ fn predicate(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
 }
 
 /// A subset of UiSelector: `new UiSelector().text("x").className("y")`.
-fn ui_selector(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
+fn ui_selector(text: &str) -> WdResult<Test> {
     static WHOLE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r#"^\s*new\s+UiSelector\(\)((?:\s*\.\s*\w+\((?:"[^"]*"|true|false)\))+)\s*;?\s*$"#).unwrap()
     });
@@ -182,10 +185,10 @@ fn ui_selector(text: &str) -> WdResult<Box<dyn Fn(&Element) -> bool>> {
     let calls = WHOLE.captures(text).ok_or_else(|| {
         unsupported(format!("UiSelector {text:?} is not supported: use new UiSelector().text(\"x\") and the like"))
     })?;
-    let mut tests: Vec<Box<dyn Fn(&Element) -> bool>> = Vec::new();
+    let mut tests: Vec<Test> = Vec::new();
     for call in CALL.captures_iter(&calls[1]) {
         let value = call.get(2).or(call.get(3)).map_or("", |m| m.as_str()).to_owned();
-        let test: Box<dyn Fn(&Element) -> bool> = match &call[1] {
+        let test: Test = match &call[1] {
             "text" => Box::new(move |e| {
                 read(e, "label").as_deref() == Some(value.as_str()) || e.text.as_deref() == Some(&value)
             }),
