@@ -35,8 +35,26 @@ struct Grid {
     url: String,
     grpc: String,
     dir: PathBuf,
-    _processes: Vec<Killed>,
+    worker: Killed,
+    _coordinator: Killed,
     _sims: Sims,
+}
+
+impl Grid {
+    fn http(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    /// A session's id and capabilities, or the error's status and body.
+    fn new_session(&self, capabilities: serde_json::Value) -> Result<(String, serde_json::Value), (u16, String)> {
+        let body = serde_json::json!({ "capabilities": { "alwaysMatch": capabilities } }).to_string();
+        let (status, answer) = http_json(self.http(), "POST", "/session", &body);
+        if status != 200 {
+            return Err((status, answer));
+        }
+        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        Ok((value["value"]["sessionId"].as_str().unwrap().to_owned(), value["value"]["capabilities"].clone()))
+    }
 }
 
 fn android_sim(model_dir: &Path, port: u16) -> Child {
@@ -91,7 +109,8 @@ labels = {{ model = "Pixel 8" }}
         url: format!("http://{http}"),
         grpc: grpc_url,
         dir,
-        _processes: vec![Killed(coordinator), Killed(worker)],
+        worker: Killed(worker),
+        _coordinator: Killed(coordinator),
         _sims: sims,
     }
 }
@@ -123,7 +142,7 @@ fn the_python_appium_and_selenium_clients_drive_grid_devices() {
     assert!(printed.contains("all checks passed"), "{printed}");
 
     // The grid counted and timed the commands.
-    let (status, metrics) = http_get_bytes(grid.url.trim_start_matches("http://"), "/metrics");
+    let (status, metrics) = http_get_bytes(grid.http(), "/metrics");
     assert_eq!(status, 200);
     let metrics = String::from_utf8(metrics).unwrap();
     assert!(
@@ -136,6 +155,106 @@ fn the_python_appium_and_selenium_clients_drive_grid_devices() {
     assert!(metrics.contains(r#"argus_webdriver_sessions_ended_total{kind="grid"} 1"#), "the idle one: {metrics}");
     // Every session let go of its device.
     wait_for_idle(&grid.grpc, 3, Duration::from_secs(10));
+
+    // Each session is on record: how it ended, and its commands, a failure
+    // with the screen it saw.
+    let (status, listed) = http_json(grid.http(), "GET", "/api/v1/sessions", "");
+    assert_eq!(status, 200, "{listed}");
+    let sessions: Vec<serde_json::Value> = serde_json::from_str(&listed).unwrap();
+    assert!(sessions.len() >= 10, "{listed}");
+    let reasons: Vec<&str> = sessions.iter().filter_map(|s| s["end_reason"].as_str()).collect();
+    assert!(reasons.iter().any(|r| r.starts_with("no command for 1 s")), "{reasons:?}");
+    assert!(reasons.contains(&"deleted by its client"), "{reasons:?}");
+    assert!(sessions.iter().all(|s| s["ended"].is_string()), "all ended: {listed}");
+    // The list is newest first: the first session on SIM-1 is the long one.
+    let first = sessions.iter().rev().find(|s| s["capabilities"]["appium:udid"] == "SIM-1").unwrap();
+    let id = first["id"].as_str().unwrap();
+    let (status, detail) = http_json(grid.http(), "GET", &format!("/api/v1/sessions/{id}"), "");
+    assert_eq!(status, 200, "{detail}");
+    let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+    let commands = detail["commands"].as_array().unwrap();
+    assert!(commands.len() > 40, "{detail}");
+    let missing = commands.iter().find(|c| c["outcome"] == "no such element").expect("a failed find is recorded");
+    assert!(missing["screen_xml"].as_str().unwrap().contains("<hierarchy"), "{missing}");
+    assert!(commands.iter().all(|c| c["ms"].as_i64().unwrap() >= 0));
+    let last: Vec<(&str, &str)> = commands[commands.len() - 2..]
+        .iter()
+        .map(|c| (c["command"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        last,
+        [("DELETE /session/{sid}", "ok"), ("GET /session/{sid}/source", "invalid session id")],
+        "the quit, and a command after it"
+    );
+    let (status, page) = http_get_bytes(grid.http(), &format!("/sessions/{id}"));
+    let page = String::from_utf8(page).unwrap();
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("POST /session/{sid}/element") && page.contains("The screen it saw"), "{page}");
+    let _ = std::fs::remove_dir_all(&grid.dir);
+}
+
+#[test]
+fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_worker_ends_its_sessions() {
+    let mut grid = grid("wd-share");
+    // Eight cases of half a second for the two iOS devices.
+    let project = grid.dir.join("project");
+    std::fs::create_dir_all(project.join("cases")).unwrap();
+    std::fs::write(
+        project.join("cases/slow.md"),
+        "---\nid: slow\nmatrix: { n: [1, 2, 3, 4, 5, 6, 7, 8] }\n---\nsteps:\n  - app.wait: 500\n  - app.see: \"#title\"\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut run = Command::new(ARGUS)
+        .current_dir(&project)
+        .args(["run", "--coordinator", &grid.grpc, "--on-platform", "ios"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both iOS devices are busy with the run: a session waits for the next
+    // one to free, and gets it (its share) while the run still goes.
+    std::thread::sleep(Duration::from_millis(700));
+    let asked = Instant::now();
+    let (sid, _) =
+        grid.new_session(serde_json::json!({ "platformName": "iOS", "lynkeus:queueTimeoutMs": 20000 })).unwrap();
+    let waited = asked.elapsed();
+    assert!(run.try_wait().unwrap().is_none(), "the session got a device while the run still went");
+    let (status, source) = http_json(grid.http(), "GET", &format!("/session/{sid}/source"), "");
+    assert_eq!(status, 200, "{source}");
+    // The run is not starved: it goes on with the other device and ends.
+    let output = run.wait_with_output().unwrap();
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("8/8 passed"), "{printed}");
+    println!(
+        "a session waited {:.2} s for a device; the run took {:.1} s",
+        waited.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    let (status, _) = http_json(grid.http(), "DELETE", &format!("/session/{sid}"), "");
+    assert_eq!(status, 200);
+
+    // The worker goes away: its sessions end, saying so.
+    let (sid, _) = grid.new_session(serde_json::json!({ "platformName": "Android" })).unwrap();
+    let _ = grid.worker.0.kill();
+    let _ = grid.worker.0.wait();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body) = http_json(grid.http(), "GET", &format!("/session/{sid}/source"), "");
+        if status == 404 {
+            assert!(body.contains("invalid session id") && body.contains("its worker w"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the session outlived its worker: {status} {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, body) = grid.new_session(serde_json::json!({ "platformName": "Android" })).unwrap_err();
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("session not created") && body.contains("no device of the grid matches platformName=Android"),
+        "{body}"
+    );
     let _ = std::fs::remove_dir_all(&grid.dir);
 }
 

@@ -413,10 +413,11 @@ pub async fn serve_with(
         core_config.dashboard_url = Some(format!("http://{http_addr}"));
     }
     let metrics = Arc::new(Metrics::default());
-    let webdriver: Arc<crate::webdriver::Registry> = Arc::default();
+    let tasks = tokio_util::task::TaskTracker::new();
+    let session_log = crate::webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
+    let webdriver = Arc::new(crate::webdriver::Registry::new(session_log));
     let (handle, owner) =
         core::start(store.clone(), core_config, metrics.clone(), webdriver.clone(), shutdown.clone()).await?;
-    let tasks = tokio_util::task::TaskTracker::new();
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let state = HttpState {

@@ -55,7 +55,13 @@ function fleetRow(device) {
   cell(row, device.platform);
   cell(row, ((device.app || "—") + " " + (device.app_version || "")).trim());
   cell(row, device.agent_version || "");
-  cell(row, device.running_case || "");
+  const running = cell(row, device.session ? "" : device.running_case || "");
+  if (device.session) {
+    const link = document.createElement("a");
+    link.href = "/sessions/" + encodeURIComponent(device.session);
+    link.textContent = "WebDriver session";
+    running.appendChild(link);
+  }
   const td = cell(row, "");
   td.appendChild(spark(device.recent));
   const share = document.createElement("span");

@@ -98,6 +98,24 @@ pub fn terminate(mut child: Child) {
     let _ = child.wait();
 }
 
+/// A request with a JSON body on an HTTP port: the status and the body.
+pub fn http_json(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a response with headers");
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, String::from_utf8_lossy(&response[split + 4..]).into_owned())
+}
+
 /// A GET on an HTTP port: the status and the body's bytes.
 pub fn http_get_bytes(addr: &str, path: &str) -> (u16, Vec<u8>) {
     use std::io::{Read, Write};

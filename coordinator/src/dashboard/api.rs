@@ -321,6 +321,8 @@ pub struct DeviceView {
     pub app_version: Option<String>,
     pub agent_version: Option<String>,
     pub running_case: Option<String>,
+    /// The WebDriver session that holds it.
+    pub session: Option<String>,
     pub quarantine_reason: Option<String>,
     /// Why it takes no work though it is not quarantined (its app's platform
     /// is not its slot's).
@@ -371,7 +373,7 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
                 "quarantined".to_owned()
             } else if !d.problem.is_empty() {
                 "mismatched".to_owned()
-            } else if !d.running_case.is_empty() {
+            } else if !d.running_case.is_empty() || !d.session.is_empty() {
                 "busy".to_owned()
             } else {
                 argus_proto::grpc::device_state_name(info.state)
@@ -391,6 +393,7 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
                 app_version: text(&hello["app"]["version"]),
                 agent_version: text(&hello["agentVersion"]),
                 running_case: (!d.running_case.is_empty()).then_some(d.running_case),
+                session: (!d.session.is_empty()).then_some(d.session),
                 quarantine_reason: d.quarantined.then_some(d.quarantine_reason),
                 problem: (!d.problem.is_empty()).then_some(d.problem),
                 utilisation: (busy_ms as f64 / window_ms as f64).min(1.0),

@@ -5,6 +5,7 @@
 
 mod api;
 mod pages;
+mod sessions;
 mod svg;
 pub mod view;
 
@@ -26,6 +27,8 @@ pub fn routes() -> Router<HttpState> {
         .route("/cases/{case}", get(pages::case))
         .route("/flaky", get(pages::flaky))
         .route("/fleet", get(pages::fleet))
+        .route("/sessions", get(sessions::sessions_page))
+        .route("/sessions/{id}", get(sessions::session_page))
         .route(
             "/static/argus.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response() }),
@@ -49,4 +52,6 @@ pub fn routes() -> Router<HttpState> {
         .route("/api/v1/flaky", get(api::flaky))
         .route("/api/v1/fleet", get(api::fleet))
         .route("/api/v1/projects", get(api::projects))
+        .route("/api/v1/sessions", get(sessions::sessions_api))
+        .route("/api/v1/sessions/{id}", get(sessions::session_api))
 }

@@ -52,7 +52,7 @@ struct FleetTemplate {
     fleet: FleetView,
 }
 
-fn render(template: impl Template) -> Response {
+pub(super) fn render(template: impl Template) -> Response {
     match template.render() {
         Ok(html) => Html(html).into_response(),
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the page: {error}")).into_response(),
@@ -60,7 +60,7 @@ fn render(template: impl Template) -> Response {
 }
 
 /// An error as a page of its own.
-fn error_page(error: ApiError) -> Response {
+pub(super) fn error_page(error: ApiError) -> Response {
     let body = format!(
         "<!doctype html><meta charset=utf-8><link rel=stylesheet href=/static/argus.css><link rel=icon href=/static/favicon.svg><main><h1>{}</h1><p class=error>{}</p><p><a href=/>Runs</a></p></main>",
         error.0,

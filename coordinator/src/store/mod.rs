@@ -15,6 +15,9 @@ mod case_days;
 mod dashboard;
 mod import;
 mod rows;
+mod sessions;
+
+pub use sessions::{CommandRow, SessionRow};
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

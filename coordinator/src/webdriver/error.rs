@@ -114,8 +114,8 @@ impl IntoResponse for WdError {
     fn into_response(self) -> Response {
         let body = json!({ "value": { "error": self.code.as_str(), "message": self.message, "stacktrace": "" } });
         let mut response = (self.code.status(), axum::Json(body)).into_response();
-        // For the command's metrics and span.
-        response.extensions_mut().insert(self.code);
+        // For the command's metrics, span and record.
+        response.extensions_mut().insert(self.clone());
         response
     }
 }

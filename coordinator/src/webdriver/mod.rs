@@ -34,6 +34,7 @@ mod elements;
 pub mod error;
 mod execute;
 pub mod locate;
+pub mod log;
 pub mod page;
 pub mod registry;
 mod session;
@@ -97,12 +98,25 @@ async fn observe(State(state): State<HttpState>, request: Request, next: Next) -
     if let Some(parent) = request.headers().get(argus_proto::trace::TRACEPARENT).and_then(|v| v.to_str().ok()) {
         argus_proto::trace::set_parent(&span, parent);
     }
-    let started = Instant::now();
+    let session = session_of(request.uri().path());
+    let (started, started_ms) = (Instant::now(), crate::core::now_ms());
     let response = next.run(request).instrument(span.clone()).await;
-    let outcome = response.extensions().get::<Code>().map_or("ok", |c| c.as_str());
+    let error = response.extensions().get::<WdError>();
+    let outcome = error.map_or("ok", |e| e.code.as_str());
     span.record("outcome", outcome);
-    state.metrics.webdriver_command(&name, outcome, started.elapsed().as_secs_f64());
+    let took = started.elapsed();
+    state.metrics.webdriver_command(&name, outcome, took.as_secs_f64());
+    if let Some(sid) = session {
+        state.webdriver.command(&sid, &name, started_ms, took.as_millis() as i64, error);
+    }
     response
+}
+
+/// The session a command's path names.
+fn session_of(path: &str) -> Option<String> {
+    let path = path.strip_prefix("/wd/hub").unwrap_or(path);
+    let mut parts = path.split('/').skip(1);
+    (parts.next() == Some("session")).then(|| parts.next().map(str::to_owned)).flatten()
 }
 
 /// The body as JSON: an empty body is `{}`; anything else must be an object.

@@ -17,6 +17,8 @@ use tokio::sync::{OnceCell, mpsc, oneshot};
 use tonic::Status;
 
 use super::error::{Code, WdError, WdResult};
+use super::log::{Entry, SessionLog};
+use crate::store::{CommandRow, SessionRow};
 
 /// The key W3C clients read an element reference from.
 pub const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -117,11 +119,16 @@ pub struct Session {
     /// When the client last sent a command (epoch ms); the owner task frees
     /// the device once it is older than the idle timeout.
     pub last_used: Arc<AtomicI64>,
+    /// The next command's number in the session's record.
+    seq: AtomicI64,
     state: Mutex<SessionState>,
 }
 
 #[derive(Default)]
 struct SessionState {
+    /// The last screen the app showed a command, for the record of a
+    /// command that fails.
+    last_screen: Option<Arc<Screen>>,
     timeouts: Timeouts,
     elements: HashMap<String, Found>,
     next_element: u64,
@@ -129,7 +136,23 @@ struct SessionState {
 
 impl Session {
     pub fn new(id: String, held: Held, capabilities: Map<String, Value>, last_used: Arc<AtomicI64>) -> Self {
-        Self { id, held, capabilities, created_ms: crate::core::now_ms(), last_used, state: Mutex::default() }
+        Self {
+            id,
+            held,
+            capabilities,
+            created_ms: crate::core::now_ms(),
+            last_used,
+            seq: AtomicI64::new(0),
+            state: Mutex::default(),
+        }
+    }
+
+    pub fn saw(&self, screen: Arc<Screen>) {
+        self.state().last_screen = Some(screen);
+    }
+
+    pub fn last_screen(&self) -> Option<Arc<Screen>> {
+        self.state().last_screen.clone()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
@@ -181,7 +204,9 @@ type Answer = Result<device_answer::Outcome, CallFailure>;
 #[derive(Default)]
 struct Inner {
     sessions: HashMap<String, Arc<Session>>,
-    ended: HashMap<String, (String, Instant)>,
+    /// Sessions that ended, why and when: a late command is told why, and
+    /// the command that ended it is still recorded.
+    ended: HashMap<String, (String, Instant, Arc<Session>)>,
     calls: HashMap<u64, (String, oneshot::Sender<Answer>)>,
     next_call: u64,
     idempotent: HashMap<String, (Arc<OnceCell<Value>>, Instant)>,
@@ -190,15 +215,56 @@ struct Inner {
 #[derive(Default)]
 pub struct Registry {
     inner: Mutex<Inner>,
+    /// Where sessions and their commands are recorded; none in tests of
+    /// the registry alone.
+    log: Option<SessionLog>,
 }
 
 impl Registry {
+    pub fn new(log: SessionLog) -> Self {
+        Self { inner: Mutex::default(), log: Some(log) }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn add(&self, session: Arc<Session>) {
+        if let Some(log) = &self.log {
+            log.add(Entry::Started(SessionRow {
+                id: session.id.clone(),
+                device_id: session.held.device.clone(),
+                worker_id: session.held.worker.clone(),
+                platform: session.held.platform.clone(),
+                capabilities_json: Value::Object(session.capabilities.clone()).to_string(),
+                created_at: session.created_ms,
+                ended_at: None,
+                end_reason: None,
+            }));
+        }
         self.lock().sessions.insert(session.id.clone(), session);
+    }
+
+    /// Records a command of session `sid` (live or just ended); a failure
+    /// keeps the screen the session last saw.
+    pub fn command(&self, sid: &str, command: &str, started_ms: i64, ms: i64, error: Option<&WdError>) {
+        let Some(log) = &self.log else { return };
+        let session = {
+            let inner = self.lock();
+            inner.sessions.get(sid).or_else(|| inner.ended.get(sid).map(|(_, _, s)| s)).cloned()
+        };
+        let Some(session) = session else { return };
+        let screen_xml = error.and_then(|_| session.last_screen()).map(|screen| super::page::Page::new(&screen).xml());
+        log.add(Entry::Command(CommandRow {
+            session_id: sid.to_owned(),
+            seq: session.seq.fetch_add(1, Ordering::Relaxed),
+            at: started_ms,
+            command: command.to_owned(),
+            ms,
+            outcome: error.map_or("ok", |e| e.code.as_str()).to_owned(),
+            message: error.map(|e| e.message.clone()),
+            screen_xml,
+        }));
     }
 
     /// The live session `id`, touched; or why there is none.
@@ -209,7 +275,7 @@ impl Registry {
             return Ok(session.clone());
         }
         let message = match inner.ended.get(id) {
-            Some((why, _)) => format!("session {id} has ended: {why}"),
+            Some((why, _, _)) => format!("session {id} has ended: {why}"),
             None => format!("no session {id} on this grid"),
         };
         Err(WdError::new(Code::InvalidSessionId, message))
@@ -226,9 +292,12 @@ impl Registry {
     pub fn end(&self, id: &str, why: &str) -> Option<Arc<Session>> {
         let mut inner = self.lock();
         let now = Instant::now();
-        inner.ended.retain(|_, (_, at)| now.duration_since(*at) < ENDED_KEPT);
+        inner.ended.retain(|_, (_, at, _)| now.duration_since(*at) < ENDED_KEPT);
         let session = inner.sessions.remove(id)?;
-        inner.ended.insert(id.to_owned(), (why.to_owned(), now));
+        inner.ended.insert(id.to_owned(), (why.to_owned(), now, session.clone()));
+        if let Some(log) = &self.log {
+            log.add(Entry::Ended { id: id.to_owned(), at: crate::core::now_ms(), reason: why.to_owned() });
+        }
         let orphaned: Vec<u64> = inner.calls.iter().filter(|(_, (s, _))| s == id).map(|(k, _)| *k).collect();
         for call in orphaned {
             if let Some((_, reply)) = inner.calls.remove(&call) {

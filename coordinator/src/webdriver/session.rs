@@ -59,8 +59,10 @@ pub async fn call(state: &HttpState, session: &Session, method: &str, params: Op
 /// The app's screen, typed.
 pub async fn screen(state: &HttpState, session: &Session) -> WdResult<Screen> {
     let value = call(state, session, "screen", None).await?;
-    serde_json::from_value(value)
-        .map_err(|e| WdError::new(Code::UnknownError, format!("the app's screen does not parse: {e}")))
+    let screen: Screen = serde_json::from_value(value)
+        .map_err(|e| WdError::new(Code::UnknownError, format!("the app's screen does not parse: {e}")))?;
+    session.saw(Arc::new(screen.clone()));
+    Ok(screen)
 }
 
 /// A lynkeus failure as the W3C error a client expects (webdriver.md §3.3).
