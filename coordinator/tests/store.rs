@@ -57,7 +57,56 @@ on_both!(
     the_dashboard_filters_runs_and_reads_cases_across_them,
     a_runs_record_replays_in_order_and_a_cancel_ends_it_whole,
     big_batches_cross_statement_chunks_whole,
+    webdriver_sessions_and_their_commands_are_kept,
 );
+
+async fn webdriver_sessions_and_their_commands_are_kept(store: Store) {
+    use argus_coordinator::store::{CommandRow, SessionRow};
+    let session = |id: &str, at: i64| SessionRow {
+        id: id.into(),
+        device_id: "w/ios-1".into(),
+        worker_id: "w".into(),
+        platform: "ios".into(),
+        capabilities_json: r#"{"platformName":"ios"}"#.into(),
+        created_at: at,
+        ended_at: None,
+        end_reason: None,
+    };
+    let command = |seq: i64, outcome: &str| CommandRow {
+        session_id: "s1".into(),
+        seq,
+        at: 1_000 + seq,
+        command: "POST /session/{sid}/element".into(),
+        ms: 3,
+        outcome: outcome.into(),
+        message: (outcome != "ok").then(|| "no 'x' <here>".into()),
+        screen_xml: (outcome != "ok").then(|| "<hierarchy/>".into()),
+    };
+    // Commands in chunks bigger than one statement, and a retried batch
+    // (the store took it, its answer was lost) adds nothing twice.
+    let commands: Vec<CommandRow> =
+        (0..1_200).map(|n| command(n, if n == 7 { "no such element" } else { "ok" })).collect();
+    store.record_sessions(&[session("s1", 1_000), session("s2", 2_000)], &commands, &[]).await.unwrap();
+    store
+        .record_sessions(
+            &[session("s1", 1_000)],
+            &commands[..10],
+            &[("s1".into(), 5_000, "deleted by its client".into())],
+        )
+        .await
+        .unwrap();
+    let listed = store.list_sessions(10).await.unwrap();
+    assert_eq!(listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s2", "s1"], "newest first");
+    let s1 = store.get_session("s1").await.unwrap().unwrap();
+    assert_eq!((s1.ended_at, s1.end_reason.as_deref()), (Some(5_000), Some("deleted by its client")));
+    assert!(store.get_session("nope").await.unwrap().is_none());
+    let kept = store.session_commands("s1").await.unwrap();
+    assert_eq!(kept.len(), 1_200);
+    assert_eq!(kept[7].outcome, "no such element");
+    assert_eq!(kept[7].message.as_deref(), Some("no 'x' <here>"));
+    assert_eq!(kept[7].screen_xml.as_deref(), Some("<hierarchy/>"));
+    assert!(store.session_commands("s2").await.unwrap().is_empty());
+}
 
 async fn big_batches_cross_statement_chunks_whole(store: Store) {
     // More rows than one statement takes on either database.
