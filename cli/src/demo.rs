@@ -166,6 +166,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
     }
     println!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
     println!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
+    println!("  an Appium or Selenium client at {} (WebDriver; see the README)", dashboard.trim_end_matches('/'));
     cancel.cancelled().await;
     code
 }
