@@ -414,6 +414,13 @@ pub async fn serve_with(
     }
     let metrics = Arc::new(Metrics::default());
     let tasks = tokio_util::task::TaskTracker::new();
+    let ended = store
+        .end_open_sessions(crate::core::now_ms(), "the coordinator that held it stopped")
+        .await
+        .map_err(core::CoreError::from)?;
+    if ended > 0 {
+        info!(sessions = ended, "WebDriver sessions of the last coordinator ended with it");
+    }
     let session_log = crate::webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
     let webdriver = Arc::new(crate::webdriver::Registry::new(session_log));
     let (handle, owner) =

@@ -580,7 +580,7 @@ impl Core {
         self.cancel_unwatched().await;
         self.check_waiting().await;
         self.sweep_sessions();
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() || !self.session_queue.is_empty() {
             self.dispatch_due = true;
         }
     }

@@ -94,6 +94,17 @@ impl Store {
         Ok(())
     }
 
+    /// Sessions a coordinator that stopped still held: they ended with it
+    /// (a WebDriver session does not outlive the process that relays it).
+    pub async fn end_open_sessions(&self, at: i64, reason: &str) -> Result<u64, StoreError> {
+        let ended = sqlx::query("UPDATE webdriver_sessions SET ended_at = $1, end_reason = $2 WHERE ended_at IS NULL")
+            .bind(at)
+            .bind(reason)
+            .execute(&self.pool)
+            .await?;
+        Ok(ended.rows_affected())
+    }
+
     /// The latest sessions, newest first.
     pub async fn list_sessions(&self, limit: u32) -> Result<Vec<SessionRow>, StoreError> {
         Ok(sqlx::query_as::<_, SessionRow>(

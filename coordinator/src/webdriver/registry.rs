@@ -294,6 +294,8 @@ impl Registry {
         let now = Instant::now();
         inner.ended.retain(|_, (_, at, _)| now.duration_since(*at) < ENDED_KEPT);
         let session = inner.sessions.remove(id)?;
+        // Kept for an hour, to say why it ended: without what it found.
+        session.state().elements.clear();
         inner.ended.insert(id.to_owned(), (why.to_owned(), now, session.clone()));
         if let Some(log) = &self.log {
             log.add(Entry::Ended { id: id.to_owned(), at: crate::core::now_ms(), reason: why.to_owned() });
