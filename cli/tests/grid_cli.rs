@@ -356,6 +356,17 @@ fn a_run_is_one_trace_from_the_client_through_the_coordinator_and_workers_to_the
     wait_for_devices(&url, 2);
     let run = traced(&["run", "--coordinator", &url]).wait_with_output().unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    // A WebDriver client's command joins the client's trace, down to the
+    // worker's call to the app.
+    let (status, created) = http_json(&http, "POST", "/session", r#"{"capabilities":{"alwaysMatch":{}}}"#);
+    assert_eq!(status, 200, "{created}");
+    let created: serde_json::Value = serde_json::from_str(&created).unwrap();
+    let sid = created["value"]["sessionId"].as_str().unwrap().to_owned();
+    let (client_trace, client_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let traceparent = format!("traceparent: 00-{client_trace}-{client_span}-01\r\n");
+    let (status, _) = http_json_with(&http, "GET", &format!("/session/{sid}/source"), "", &traceparent);
+    assert_eq!(status, 200);
+    assert_eq!(http_json(&http, "DELETE", &format!("/session/{sid}"), "").0, 200);
     terminate(worker);
     terminate(coordinator);
     drop(sims);
@@ -384,6 +395,17 @@ fn a_run_is_one_trace_from_the_client_through_the_coordinator_and_workers_to_the
     let trace_ids: std::collections::BTreeSet<&Vec<u8>> =
         [client].iter().chain(&runs).chain(&leases).chain(&attempts).map(|s| &s.trace_id).collect();
     assert_eq!(trace_ids.len(), 1, "one trace");
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let command = named("argus-coordinator", "webdriver")
+        .into_iter()
+        .find(|s| hex(&s.trace_id) == "4bf92f3577b34da6a3ce929d0e0e4736")
+        .unwrap_or_else(|| panic!("the command's span is in the client's trace: {summary:?}"));
+    assert_eq!(hex(&command.parent_span_id), "00f067aa0ba902b7", "a child of the client's span");
+    let call = named("argus-worker", "device_call");
+    assert!(
+        call.iter().any(|c| c.parent_span_id == command.span_id && c.trace_id == command.trace_id),
+        "the worker's call to the app is the command's child: {summary:?}"
+    );
     drop(runtime);
     let _ = std::fs::remove_dir_all(dir);
 }

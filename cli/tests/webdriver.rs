@@ -129,6 +129,15 @@ fn checks(printed: &str) -> Vec<&str> {
     printed.lines().filter_map(|l| l.strip_prefix("checked: ")).collect()
 }
 
+/// The id of the element whose testId is `test_id`.
+fn find(grid: &Grid, sid: &str, test_id: &str) -> String {
+    let body = serde_json::json!({ "using": "id", "value": test_id }).to_string();
+    let (status, found) = http_json(grid.http(), "POST", &format!("/session/{sid}/element"), &body);
+    assert_eq!(status, 200, "{found}");
+    let found: serde_json::Value = serde_json::from_str(&found).unwrap();
+    found["value"]["element-6066-11e4-a52e-4f735466cecf"].as_str().unwrap().to_owned()
+}
+
 #[test]
 fn the_python_appium_and_selenium_clients_drive_grid_devices() {
     let clients = clients();
@@ -222,6 +231,25 @@ fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_worker_ends_its
     assert!(run.try_wait().unwrap().is_none(), "the session got a device while the run still went");
     let (status, source) = http_json(grid.http(), "GET", &format!("/session/{sid}/source"), "");
     assert_eq!(status, 200, "{source}");
+    // The fleet shows the device as the session's.
+    let (_, fleet) = http_json(grid.http(), "GET", "/api/v1/fleet", "");
+    let fleet: serde_json::Value = serde_json::from_str(&fleet).unwrap();
+    let held: Vec<&serde_json::Value> =
+        fleet["devices"].as_array().unwrap().iter().filter(|d| d["session"] == sid.as_str()).collect();
+    assert_eq!(held.len(), 1, "{fleet}");
+    assert_eq!(held[0]["state"], "busy");
+    // The legacy TouchAction endpoint older clients send: a tap on Settings.
+    let touch = r#"{"actions":[{"action":"press","options":{"x":195,"y":210}},{"action":"wait","options":{"ms":50}},{"action":"release","options":{}}]}"#;
+    let settings = find(&grid, &sid, "settings");
+    let rect: serde_json::Value =
+        serde_json::from_str(&http_json(grid.http(), "GET", &format!("/session/{sid}/element/{settings}/rect"), "").1)
+            .unwrap();
+    let (x, y) = (rect["value"]["x"].as_i64().unwrap() + 10, rect["value"]["y"].as_i64().unwrap() + 10);
+    let touch = touch.replace("195", &x.to_string()).replace("210", &y.to_string());
+    let (status, body) = http_json(grid.http(), "POST", &format!("/session/{sid}/touch/perform"), &touch);
+    assert_eq!(status, 200, "{body}");
+    let (_, source) = http_json(grid.http(), "GET", &format!("/session/{sid}/source"), "");
+    assert!(source.contains("route='Settings'"), "the tap landed: {source}");
     // The run is not starved: it goes on with the other device and ends.
     let output = run.wait_with_output().unwrap();
     let printed = text(&output);

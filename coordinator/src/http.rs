@@ -3,7 +3,9 @@
 //!
 //! Every request passes one guard first: with a read token set, everything
 //! but `/healthz` needs it (`Authorization: Bearer TOKEN`, or HTTP Basic with
-//! the token as the password, which a browser asks for); a path or query
+//! the token as the password, which a browser asks for), except the
+//! WebDriver facade, which drives devices and needs the client token (the
+//! read token when no client token is set); a path or query
 //! that holds a NUL byte or is not UTF-8 is refused with 400; and any error
 //! under `/api/` is JSON (`{"error": …}`), never a bare body or a database's
 //! own text. Connections that do not finish their headers in time are
@@ -131,6 +133,19 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
     };
     if let Some(problem) = uri_problem(request.uri()) {
         return refuse(StatusCode::BAD_REQUEST, problem);
+    }
+    // A WebDriver client drives devices: it presents the client token, as
+    // `argus run` does (the read token when no client token is set).
+    if webdriver {
+        if let Some(token) = state.push_token.as_ref().or(state.read_token.as_ref())
+            && !authorized(request.headers(), token)
+        {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "WebDriver needs the coordinator's client token: as the password of the URL (http://argus:TOKEN@host:port/) or as Authorization: Bearer TOKEN".into(),
+            );
+        }
+        return next.run(request).await;
     }
     // `lynkeus report push` presents its own key (see `push.rs`).
     if let Some(token) = &state.read_token

@@ -101,6 +101,37 @@ async fn the_read_token_guards_everything_but_health() {
     cancel.cancel();
 }
 
+/// A W3C error body's `error` and `message`.
+fn w3c_error(body: &str) -> (String, String) {
+    let json = body.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("not JSON: {body:?}"));
+    let value: serde_json::Value = serde_json::from_str(json).unwrap();
+    (value["value"]["error"].as_str().unwrap().to_owned(), value["value"]["message"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn webdriver_needs_the_client_token_and_every_error_is_w3c_json() {
+    let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
+    let (addr, cancel) = coordinator_with(tokens).await;
+    for path in [&b"/status"[..], b"/wd/hub/status", b"/session/x/source"] {
+        let (status, body) = get(&addr, path, "authorization: Bearer r-secret\r\n").await;
+        assert_eq!(status, 401, "the read token does not drive devices: {body}");
+        let (error, message) = w3c_error(&body);
+        assert_eq!(error, "unknown error");
+        assert!(message.contains("client token"), "{message}");
+    }
+    // The Python clients send a URL's password as HTTP Basic.
+    let basic = "authorization: Basic YXJndXM6Yy1rZXk=\r\n";
+    let (status, body) = get(&addr, b"/wd/hub/status", basic).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get(&addr, b"/session/nope/source", basic).await;
+    assert_eq!((status, w3c_error(&body).0.as_str()), (404, "invalid session id"));
+    let (status, body) = get(&addr, b"/session/nope/no/such/command", basic).await;
+    assert_eq!((status, w3c_error(&body).0.as_str()), (404, "unknown command"));
+    let (status, body) = get(&addr, b"/session", basic).await;
+    assert_eq!((status, w3c_error(&body).0.as_str()), (405, "unknown method"), "GET on a POST route");
+    cancel.cancel();
+}
+
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_let_go() {
     let (addr, cancel) = coordinator(None).await;

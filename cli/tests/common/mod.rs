@@ -100,11 +100,16 @@ pub fn terminate(mut child: Child) {
 
 /// A request with a JSON body on an HTTP port: the status and the body.
 pub fn http_json(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_json_with(addr, method, path, body, "")
+}
+
+/// The same, with more headers (`name: value\r\n` each).
+pub fn http_json_with(addr: &str, method: &str, path: &str, body: &str, headers: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\n{headers}content-length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
