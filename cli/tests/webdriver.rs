@@ -203,7 +203,7 @@ fn the_python_appium_and_selenium_clients_drive_grid_devices() {
 }
 
 #[test]
-fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_worker_ends_its_sessions() {
+fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_device_or_worker_ends_its_sessions() {
     let mut grid = grid("wd-share");
     // Eight cases of half a second for the two iOS devices.
     let project = grid.dir.join("project");
@@ -263,8 +263,27 @@ fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_worker_ends_its
     let (status, _) = http_json(grid.http(), "DELETE", &format!("/session/{sid}"), "");
     assert_eq!(status, 200);
 
-    // The worker goes away: its sessions end, saying so.
+    // A device's app goes away and stays away: its session ends, saying so.
     let (sid, _) = grid.new_session(serde_json::json!({ "platformName": "Android" })).unwrap();
+    let mut android = grid._sims.0.remove(2);
+    let _ = android.kill();
+    let _ = android.wait();
+    let gone = Instant::now();
+    let deadline = gone + Duration::from_secs(30);
+    loop {
+        let (status, body) = http_json(grid.http(), "GET", &format!("/session/{sid}/window/rect"), "");
+        if status == 404 {
+            assert!(body.contains("the app of its device w/android-1 has been gone for 15 s"), "{body}");
+            break;
+        }
+        assert_eq!(status, 500, "the app is gone: {body}");
+        assert!(Instant::now() < deadline, "the session outlived its device: {body}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    println!("a session ended {:.1} s after its device's app went away", gone.elapsed().as_secs_f64());
+
+    // The worker goes away: its sessions end, saying so.
+    let (sid, _) = grid.new_session(serde_json::json!({ "platformName": "iOS" })).unwrap();
     let _ = grid.worker.0.kill();
     let _ = grid.worker.0.wait();
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -11,6 +11,10 @@ use crate::scheduler::session_goes_first;
 use crate::webdriver::caps::{DeviceFacts, Wants};
 use crate::webdriver::registry::Held;
 
+/// How long a session's device may be without its app before the session
+/// ends: longer than an app takes to relaunch and dial again.
+pub const DEVICE_LOST: Duration = Duration::from_secs(15);
+
 /// A new session's request for a device.
 pub struct SessionAsk {
     pub id: String,
@@ -127,6 +131,29 @@ impl Core {
             let _ = waited.reply.send(Err(CoreError::NoDevice(message)));
         }
         let now_ms = now_ms();
+        // A device whose app has been gone past the grace takes its session
+        // with it: the client's commands would only fail.
+        let lost: Vec<(String, String)> = self
+            .sessions
+            .iter()
+            .filter_map(|(id, h)| {
+                let why = match self.devices.get(&h.device) {
+                    None => format!("its device {} left the fleet", h.device),
+                    Some(d)
+                        if d.info.state != grpc::DeviceState::Idle as i32
+                            && d.info.state != grpc::DeviceState::Busy as i32
+                            && now_ms - d.state_since > DEVICE_LOST.as_millis() as i64 =>
+                    {
+                        format!("the app of its device {} has been gone for {} s", h.device, DEVICE_LOST.as_secs())
+                    }
+                    Some(_) => return None,
+                };
+                Some((id.clone(), why))
+            })
+            .collect();
+        for (id, why) in lost {
+            self.close_session(&id, &why, true);
+        }
         let idle: Vec<(String, Duration)> = self
             .sessions
             .iter()
