@@ -305,11 +305,12 @@ pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
     }
     let dashboard = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.http));
     let scheme = if tls.is_some() { "https" } else { "http" };
-    eprintln!(
-        "argus coordinator: gRPC on {scheme}://{}, dashboard on {}/, metrics on http://{}/metrics",
-        args.listen,
-        dashboard.trim_end_matches('/'),
-        args.http
+    // A log line, so that JSON logs stay all JSON.
+    tracing::info!(
+        grpc = %format!("{scheme}://{}", args.listen),
+        dashboard = %format!("{}/", dashboard.trim_end_matches('/')),
+        metrics = %format!("http://{}/metrics", args.http),
+        "argus coordinator serving"
     );
     let core = argus_coordinator::core::CoreConfig {
         client_grace: Duration::from_secs(args.client_grace),
@@ -361,7 +362,7 @@ pub async fn worker(args: WorkerArgs) -> ExitCode {
         .and_then(|f| f.driver_host.clone())
         .filter(|_| args.slots.driver_host == "127.0.0.1")
         .unwrap_or(args.slots.driver_host.clone());
-    print_slots(&slots);
+    log_slots(&slots);
     let config = WorkerConfig {
         coordinator,
         name,
@@ -377,10 +378,19 @@ pub async fn worker(args: WorkerArgs) -> ExitCode {
     }
 }
 
-/// What each app must be told: which address and port it dials.
+/// What each app must be told: which address and port it dials (for a
+/// person at a terminal: `argus run --ports`).
 pub fn print_slots(slots: &[SlotConfig]) {
     for slot in slots {
         eprintln!("  device {}: {} app dials ws://{}:{}", slot.name, slot.platform, slot.bridge, slot.port);
+    }
+}
+
+/// The same, as log lines of a service (JSON when logs are).
+fn log_slots(slots: &[SlotConfig]) {
+    for slot in slots {
+        let dials = format!("ws://{}:{}", slot.bridge, slot.port);
+        tracing::info!(device = %slot.name, platform = %slot.platform, %dials, "a device slot: what its app dials");
     }
 }
 
@@ -425,7 +435,7 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
     if args.slots.ports.is_none() {
         return failed("standalone", "give the devices' driver ports: --ports 8123-8126");
     }
-    print_slots(&args.slots.slots());
+    log_slots(&args.slots.slots());
     match start_local(&args.store.database_url, &args.artifacts.artifacts, args.listen, &args.slots, &cancel).await {
         Ok(url) => eprintln!("argus standalone: coordinator on {url}; Ctrl-C stops it"),
         Err(error) => return failed("standalone", error),

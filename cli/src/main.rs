@@ -22,6 +22,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How logs are written to stderr: `text` (coloured only on a terminal)
+    /// or `json`, one object per line, for a log collector.
+    #[arg(long, global = true, env = "ARGUS_LOG_FORMAT", value_enum, default_value_t = telemetry::LogFormat::Text)]
+    log_format: telemetry::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -72,7 +76,7 @@ async fn main() -> ExitCode {
         Command::Standalone(_) => ("info", "argus-standalone"),
         Command::Migrate(_) | Command::Devices(_) | Command::Runs(_) => ("warn", "argus"),
     };
-    let telemetry = telemetry::init(level, service);
+    let telemetry = telemetry::init(level, service, cli.log_format);
     let code = match cli.command {
         Command::Sim(args) => sim::run(args).await,
         Command::Call(args) => call::run(args).await,
@@ -119,7 +123,7 @@ mod tests {
             &["argus", "devices", "release", "w1-8123"],
             &["argus", "devices", "quarantine", "w1-8123", "--reason", "cracked screen"],
             &["argus", "call", "ping"],
-            &["argus", "sim", "--model", "m.yaml", "--port", "8123"],
+            &["argus", "sim", "--model", "m.yaml", "--port", "8123", "--log-format", "json"],
         ];
         for line in lines {
             if let Err(error) = Cli::try_parse_from(line) {

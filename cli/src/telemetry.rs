@@ -34,7 +34,14 @@ impl Telemetry {
     }
 }
 
-pub fn init(default_level: &str, service: &'static str) -> Telemetry {
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn init(default_level: &str, service: &'static str, format: LogFormat) -> Telemetry {
     let filter = std::env::var("ARGUS_LOG")
         .ok()
         .or_else(|| std::env::var("RUST_LOG").ok())
@@ -42,7 +49,11 @@ pub fn init(default_level: &str, service: &'static str) -> Telemetry {
         .unwrap_or_else(|| EnvFilter::new(default_level));
     // Colour only on a terminal: a CI log or a file gets plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_filter(filter);
+    let logs = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).boxed(),
+    }
+    .with_filter(filter);
     let provider = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok().filter(|endpoint| !endpoint.is_empty()).and_then(
         |endpoint| match exporter(service) {
             Ok(provider) => Some(provider),

@@ -484,3 +484,28 @@ fn a_simulated_app_stops_on_sigterm() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn logs_are_json_lines_for_a_collector_when_asked() {
+    use std::io::BufRead;
+    let dir = temp_dir("json-logs");
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    let (listen, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let mut child = Command::new(ARGUS)
+        .current_dir(&dir)
+        .args(["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http])
+        .env("ARGUS_LOG_FORMAT", "json")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let line: serde_json::Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
+    assert_eq!(line["level"], "INFO", "{first}");
+    assert!(line["fields"]["message"].is_string(), "{first}");
+    assert!(!first.contains('\u{1b}'), "no colour codes: {first}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -218,7 +218,8 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
         return (StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down\n".to_owned()).into_response();
     };
     let body = state.metrics.render(&snapshot);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+    // prometheus-client writes the OpenMetrics text format (`# EOF` last).
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response()
 }
 
 async fn healthz() -> &'static str {

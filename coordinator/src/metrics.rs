@@ -13,6 +13,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// The content type of what [`Metrics::render`] writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: String,
+    pub component: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RunLabel {
     pub run: String,
@@ -93,6 +102,11 @@ impl Default for Metrics {
             "From a lease's grant to the worker's first call to the app: the grid's overhead per attempt",
             lease_to_first_call.clone(),
         );
+        let build = Family::<BuildLabels, Gauge>::default();
+        registry.register("build_info", "The running build: always 1, labelled with its version", build.clone());
+        build
+            .get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION").into(), component: "coordinator".into() })
+            .set(1);
         let sessions_started = Counter::default();
         registry.register(
             "webdriver_sessions_started",
@@ -196,6 +210,8 @@ mod tests {
             "argus_leases_granted_total 1",
             r#"argus_retries_total{kind="infrastructure"} 1"#,
             r#"argus_attempt_duration_seconds_count{platform="ios",result="passed"} 1"#,
+            concat!(r#"argus_build_info{version=""#, env!("CARGO_PKG_VERSION"), r#"",component="coordinator"} 1"#),
+            "# EOF",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }

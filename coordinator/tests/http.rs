@@ -133,6 +133,29 @@ async fn webdriver_needs_the_client_token_and_every_error_is_w3c_json() {
 }
 
 #[tokio::test]
+async fn metrics_are_openmetrics_text_labelled_as_such_with_the_build() {
+    let (addr, cancel) = coordinator(None).await;
+    let mut stream = TcpStream::connect(&addr).await.unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let response = String::from_utf8_lossy(&response).to_lowercase();
+    assert!(
+        response.contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "{response}"
+    );
+    assert!(
+        response.contains(&format!(
+            "argus_build_info{{version=\"{}\",component=\"coordinator\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{response}"
+    );
+    assert!(response.trim_end().ends_with("# eof"), "{response}");
+    cancel.cancel();
+}
+
+#[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_let_go() {
     let (addr, cancel) = coordinator(None).await;
     let mut stream = TcpStream::connect(&addr).await.unwrap();
