@@ -223,6 +223,16 @@ serial = "emulator-5554"
 "#;
 
     #[test]
+    fn the_example_worker_file_in_deploy_is_one_a_worker_takes() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/worker.toml");
+        let file = WorkerFile::load(&path).unwrap();
+        assert_eq!(file.slots.len(), 2);
+        assert_eq!(file.slots[0].labels["model"], "iPhone 15");
+        assert!(file.slots[0].hooks.before.as_deref().unwrap().contains("SIMCTL_CHILD_LYNKEUS_PORT={port}"));
+        assert!(file.slots[0].hooks.screenshot.is_some() && file.slots[0].hooks.record.is_some());
+    }
+
+    #[test]
     fn a_worker_file_with_slots_labels_and_hooks() {
         let file = WorkerFile::parse(FILE, "worker.toml").unwrap();
         assert_eq!(file.coordinator.as_deref(), Some("http://coordinator:7171"));
