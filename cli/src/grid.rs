@@ -14,6 +14,8 @@ use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::settings;
+
 /// The coordinator's default gRPC address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
 /// The coordinator's default HTTP address: metrics and health.
@@ -36,29 +38,9 @@ pub struct ArtifactArgs {
     pub artifacts: PathBuf,
 }
 
-impl ArtifactArgs {
-    fn open(&self) -> Result<argus_coordinator::artifacts::Artifacts, String> {
-        open_artifacts(&self.artifacts)
-    }
-}
-
 /// The artifact store in `dir`.
 pub fn open_artifacts(dir: &std::path::Path) -> Result<argus_coordinator::artifacts::Artifacts, String> {
     Ok(std::sync::Arc::new(argus_coordinator::artifacts::DirStore::open(dir.to_path_buf())?))
-}
-
-#[derive(clap::Args)]
-pub struct TokenArgs {
-    /// Workers must present this token.
-    #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
-    worker_token: Option<String>,
-    /// Clients (argus run, devices, runs) must present this token.
-    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
-    client_token: Option<String>,
-    /// The dashboard, its JSON API and /metrics need this token (as a bearer
-    /// token, or as the password a browser asks for); /healthz stays open.
-    #[arg(long, env = "ARGUS_READ_TOKEN", hide_env_values = true)]
-    read_token: Option<String>,
 }
 
 impl ViewArgs {
@@ -67,46 +49,106 @@ impl ViewArgs {
     }
 }
 
-impl TokenArgs {
-    fn tokens(&self) -> argus_coordinator::Tokens {
-        argus_coordinator::Tokens {
-            worker: self.worker_token.clone(),
-            client: self.client_token.clone(),
-            read: self.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
-        }
-    }
-}
-
-#[derive(clap::Args)]
+/// `argus coordinator`: every setting is a flag, an `ARGUS_*` variable and
+/// a key of `[coordinator]` in argus.toml (see [`crate::settings`]).
+#[derive(clap::Args, serde::Serialize)]
 pub struct CoordinatorArgs {
-    #[command(flatten)]
-    store: StoreArgs,
-    #[command(flatten)]
-    artifacts: ArtifactArgs,
-    #[command(flatten)]
-    tokens: TokenArgs,
-    /// The gRPC address workers and clients connect to.
-    #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
-    listen: SocketAddr,
-    /// The HTTP address: the dashboard, Prometheus metrics at /metrics, /healthz.
-    #[arg(long, env = "ARGUS_HTTP_LISTEN", default_value = DEFAULT_HTTP)]
-    http: SocketAddr,
+    /// The configuration file (default: argus.toml here, when there is one);
+    /// the coordinator reads its [coordinator] table.
+    #[arg(long, env = "ARGUS_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Print the settings in effect and where each came from (secrets
+    /// hidden), then exit.
+    #[arg(long)]
+    #[serde(skip)]
+    print_config: bool,
+    /// postgres://… for a team, sqlite:FILE embedded [default: sqlite:argus.db].
+    #[arg(long, env = "ARGUS_DATABASE_URL", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url: Option<String>,
+    /// Where screenshots and films of runs are kept: a folder per run, made
+    /// if it is not there [default: argus-artifacts].
+    #[arg(long, env = "ARGUS_ARTIFACTS", value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifacts: Option<PathBuf>,
+    /// Workers must present this token.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_token: Option<String>,
+    /// Clients (argus run, devices, runs, WebDriver) must present this token.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_token: Option<String>,
+    /// The dashboard, its JSON API and /metrics need this token (as a bearer
+    /// token, or as the password a browser asks for); /healthz stays open.
+    #[arg(long, env = "ARGUS_READ_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_token: Option<String>,
+    /// The gRPC address workers and clients connect to [default: 127.0.0.1:7171].
+    #[arg(long, env = "ARGUS_LISTEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<SocketAddr>,
+    /// The HTTP address: the dashboard, WebDriver, Prometheus metrics at
+    /// /metrics, /healthz [default: 127.0.0.1:7172].
+    #[arg(long, env = "ARGUS_HTTP_LISTEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<SocketAddr>,
     /// The dashboard's address as people reach it, for the links `argus run`
     /// prints (default: http:// and the --http address, unless that is
     /// 0.0.0.0).
     #[arg(long, env = "ARGUS_PUBLIC_URL", value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     public_url: Option<String>,
     /// Serve gRPC over TLS with this certificate chain (PEM); clients then
     /// connect with https://.
-    #[arg(long, env = "ARGUS_TLS_CERT", requires = "tls_key")]
+    #[arg(long, env = "ARGUS_TLS_CERT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     tls_cert: Option<PathBuf>,
     /// The certificate's private key (PEM).
-    #[arg(long, env = "ARGUS_TLS_KEY", requires = "tls_cert")]
+    #[arg(long, env = "ARGUS_TLS_KEY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     tls_key: Option<PathBuf>,
     /// Cancel a run (not submitted with --detach) when no client has
-    /// watched it for this many seconds.
-    #[arg(long, env = "ARGUS_CLIENT_GRACE", default_value_t = 60, value_name = "SECONDS")]
-    client_grace: u64,
+    /// watched it for this many seconds [default: 60].
+    #[arg(long, env = "ARGUS_CLIENT_GRACE", value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_grace: Option<u64>,
+}
+
+/// What the coordinator runs with, once the layers are merged.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinatorSettings {
+    pub database_url: String,
+    pub artifacts: PathBuf,
+    pub worker_token: Option<String>,
+    pub client_token: Option<String>,
+    pub read_token: Option<String>,
+    pub listen: SocketAddr,
+    pub http: SocketAddr,
+    pub public_url: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub client_grace: u64,
+}
+
+impl Default for CoordinatorSettings {
+    fn default() -> Self {
+        Self {
+            database_url: DEFAULT_DATABASE.into(),
+            artifacts: "argus-artifacts".into(),
+            worker_token: None,
+            client_token: None,
+            read_token: None,
+            listen: DEFAULT_LISTEN.parse().expect("a socket address"),
+            http: DEFAULT_HTTP.parse().expect("a socket address"),
+            public_url: None,
+            tls_cert: None,
+            tls_key: None,
+            client_grace: 60,
+        }
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -131,26 +173,88 @@ impl SlotArgs {
     }
 }
 
-#[derive(clap::Args)]
+/// `argus worker`: every setting is a flag, a variable and a key of
+/// `[worker]` in argus.toml, or of a worker.toml of old (its keys at the
+/// top); the slots come from `[[worker.slot]]` tables, or `--ports`.
+#[derive(clap::Args, serde::Serialize)]
 pub struct WorkerArgs {
+    /// The configuration file (default: argus.toml here, when there is one):
+    /// its [worker] table, or a whole worker.toml (the coordinator, the name,
+    /// and the slots with their labels, device ids and hooks).
+    #[arg(long, env = "ARGUS_WORKER_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Print the settings in effect and where each came from (secrets
+    /// hidden), then exit.
+    #[arg(long)]
+    #[serde(skip)]
+    print_config: bool,
     /// The coordinator's gRPC URL.
     #[arg(long, env = "ARGUS_COORDINATOR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     coordinator: Option<String>,
-    /// A worker.toml: the coordinator, the name, and the slots with their
-    /// labels, device ids and hooks (flags win over it).
-    #[arg(long, env = "ARGUS_WORKER_CONFIG")]
-    config: Option<std::path::PathBuf>,
-    /// The worker's name (its id's prefix).
-    #[arg(long)]
+    /// The worker's name (its id's prefix) [default: worker].
+    #[arg(long, env = "ARGUS_WORKER_NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     /// The coordinator's worker token, if it requires one.
     #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     token: Option<String>,
     /// The CA certificate (PEM) of an https:// coordinator, if private.
     #[arg(long, env = "ARGUS_TLS_CA")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     tls_ca: Option<PathBuf>,
-    #[command(flatten)]
-    slots: SlotArgs,
+    /// Driver ports, one device each: `8123-8130` or `8123,8125` (in place
+    /// of the file's slots).
+    #[arg(long, env = "ARGUS_PORTS", value_parser = parse_ports)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ports: Option<Ports>,
+    /// The platform of the --ports devices [default: ios].
+    #[arg(long, env = "ARGUS_PLATFORM")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    platform: Option<String>,
+    /// Where the drivers listen [default: 127.0.0.1].
+    #[arg(long = "driver-host", env = "ARGUS_DRIVER_HOST")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver_host: Option<String>,
+    /// The apps' token, if they were given one.
+    #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    app_token: Option<String>,
+}
+
+/// What the worker runs with, once the layers are merged.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSettings {
+    pub coordinator: Option<String>,
+    pub name: String,
+    pub token: Option<String>,
+    pub tls_ca: Option<PathBuf>,
+    pub ports: Option<Vec<u16>>,
+    pub platform: String,
+    pub driver_host: String,
+    pub app_token: Option<String>,
+    /// The file's `[[slot]]` tables.
+    #[serde(default, skip_serializing)]
+    pub slot: Vec<SlotConfig>,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            coordinator: None,
+            name: "worker".into(),
+            token: None,
+            tls_ca: None,
+            ports: None,
+            platform: "ios".into(),
+            driver_host: "127.0.0.1".into(),
+            app_token: None,
+            slot: Vec::new(),
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -189,7 +293,8 @@ pub struct RunsArgs {
 }
 
 /// Driver ports, as `--ports` takes them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(transparent)]
 pub struct Ports(pub Vec<u16>);
 
 /// `8123-8126` or `8123,8125,8130`.
@@ -271,76 +376,89 @@ pub fn stop_on_signal() -> CancellationToken {
     cancel
 }
 
-pub async fn coordinator(args: CoordinatorArgs) -> ExitCode {
-    let store = match Store::open(&args.store.database_url).await {
-        Ok(store) => store,
+pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> ExitCode {
+    let loaded = match settings::load::<CoordinatorSettings>("coordinator", args.config.as_deref(), &args, matches, &[])
+    {
+        Ok(loaded) => loaded,
         Err(error) => return failed("coordinator", error),
     };
-    let listener = match bind(args.listen).await {
-        Ok(listener) => listener,
-        Err(error) => return failed("coordinator", error),
-    };
-    let http = match bind(args.http).await {
-        Ok(listener) => listener,
-        Err(error) => return failed("coordinator", format!("--http: {error}")),
-    };
-    let tls = match (&args.tls_cert, &args.tls_key) {
+    if args.print_config {
+        settings::print(&loaded);
+        return ExitCode::SUCCESS;
+    }
+    let settings = loaded.settings;
+    if let Some(url) = &settings.public_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return failed("coordinator", format!("public_url {url:?}: give the dashboard's address as http://HOST:PORT"));
+    }
+    let tls = match (&settings.tls_cert, &settings.tls_key) {
         (Some(cert), Some(key)) => match argus_coordinator::TlsIdentity::load(cert, key) {
             Ok(identity) => Some(identity),
             Err(error) => return failed("coordinator", error),
         },
-        _ => None,
+        (None, None) => None,
+        _ => return failed("coordinator", "tls_cert and tls_key go together: give both, or neither"),
     };
-    let artifacts = match args.artifacts.open() {
+    let store = match Store::open(&settings.database_url).await {
+        Ok(store) => store,
+        Err(error) => return failed("coordinator", error),
+    };
+    let listener = match bind(settings.listen).await {
+        Ok(listener) => listener,
+        Err(error) => return failed("coordinator", error),
+    };
+    let http = match bind(settings.http).await {
+        Ok(listener) => listener,
+        Err(error) => return failed("coordinator", format!("http: {error}")),
+    };
+    let artifacts = match open_artifacts(&settings.artifacts) {
         Ok(artifacts) => artifacts,
-        Err(error) => return failed("coordinator", format!("--artifacts: {error}")),
+        Err(error) => return failed("coordinator", format!("artifacts: {error}")),
     };
-    if let Some(url) = &args.public_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return failed(
-            "coordinator",
-            format!("--public-url {url:?}: give the dashboard's address as http://HOST:PORT"),
-        );
-    }
-    let dashboard = args.public_url.clone().unwrap_or_else(|| format!("http://{}", args.http));
+    let dashboard = settings.public_url.clone().unwrap_or_else(|| format!("http://{}", settings.http));
     let scheme = if tls.is_some() { "https" } else { "http" };
     // A log line, so that JSON logs stay all JSON.
     tracing::info!(
-        grpc = %format!("{scheme}://{}", args.listen),
+        grpc = %format!("{scheme}://{}", settings.listen),
         dashboard = %format!("{}/", dashboard.trim_end_matches('/')),
-        metrics = %format!("http://{}/metrics", args.http),
+        metrics = %format!("http://{}/metrics", settings.http),
         "argus coordinator serving"
     );
     let core = argus_coordinator::core::CoreConfig {
-        client_grace: Duration::from_secs(args.client_grace),
-        dashboard_url: args.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
+        client_grace: Duration::from_secs(settings.client_grace),
+        dashboard_url: settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
     };
-    let options = argus_coordinator::Options {
-        tokens: args.tokens.tokens(),
-        http: Some(http),
-        tls,
-        core,
-        artifacts: Some(artifacts),
+    let tokens = argus_coordinator::Tokens {
+        worker: settings.worker_token.clone(),
+        client: settings.client_token.clone(),
+        read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
     };
+    let options = argus_coordinator::Options { tokens, http: Some(http), tls, core, artifacts: Some(artifacts) };
     match argus_coordinator::serve_with(listener, store, options, stop_on_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),
     }
 }
 
-pub async fn worker(args: WorkerArgs) -> ExitCode {
-    let file = match &args.config {
-        Some(path) => match link::WorkerFile::load(path) {
-            Ok(file) => Some(file),
-            Err(error) => return failed("worker", error),
-        },
-        None => None,
+pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
+    let loaded = match settings::load::<WorkerSettings>("worker", args.config.as_deref(), &args, matches, &["slot"]) {
+        Ok(loaded) => loaded,
+        Err(error) => return failed("worker", error),
     };
-    let slots = if args.slots.ports.is_some() {
-        args.slots.slots()
-    } else {
-        file.as_ref().map(|f| f.slots.clone()).unwrap_or_default()
+    if args.print_config {
+        settings::print(&loaded);
+        return ExitCode::SUCCESS;
+    }
+    let mut settings = loaded.settings;
+    let shown = args.config.clone().unwrap_or_else(|| settings::DEFAULT_FILE.into());
+    if let Err(error) = link::check_slots(&mut settings.slot, &shown.display().to_string()) {
+        return failed("worker", error);
+    }
+    // Ports, from a flag, a variable or the file, stand for the slots.
+    let slots = match &settings.ports {
+        Some(ports) => ports.iter().map(|p| SlotConfig::for_port(*p, &settings.platform)).collect(),
+        None => settings.slot.clone(),
     };
     if slots.is_empty() {
         return failed(
@@ -348,28 +466,20 @@ pub async fn worker(args: WorkerArgs) -> ExitCode {
             "give the devices' driver ports (--ports 8123-8126) or a worker.toml with [[slot]]s (--config)",
         );
     }
-    let Some(coordinator) = args.coordinator.clone().or_else(|| file.as_ref().and_then(|f| f.coordinator.clone()))
-    else {
+    let Some(coordinator) = settings.coordinator.clone() else {
         return failed(
             "worker",
-            "give the coordinator's URL: --coordinator http://HOST:7171 (or `coordinator` in worker.toml)",
+            "give the coordinator's URL: --coordinator http://HOST:7171 (or `coordinator` in the [worker] table of argus.toml)",
         );
     };
-    let name =
-        args.name.clone().or_else(|| file.as_ref().and_then(|f| f.name.clone())).unwrap_or_else(|| "worker".into());
-    let host = file
-        .as_ref()
-        .and_then(|f| f.driver_host.clone())
-        .filter(|_| args.slots.driver_host == "127.0.0.1")
-        .unwrap_or(args.slots.driver_host.clone());
     log_slots(&slots);
     let config = WorkerConfig {
         coordinator,
-        name,
-        host,
-        app_token: args.slots.app_token,
-        token: args.token,
-        tls_ca: args.tls_ca,
+        name: settings.name,
+        host: settings.driver_host,
+        app_token: settings.app_token,
+        token: settings.token,
+        tls_ca: settings.tls_ca,
         slots,
     };
     match link::run(config, stop_on_signal()).await {

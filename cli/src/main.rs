@@ -9,6 +9,7 @@ mod grid;
 mod progress;
 mod run;
 mod serve;
+mod settings;
 mod sim;
 mod summary;
 mod telemetry;
@@ -58,10 +59,22 @@ enum Command {
     Runs(grid::RunsArgs),
 }
 
+/// The command line's definition (the settings read variables' names off it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Exit codes: 0 done, 1 the app answered an error, 2 usage or setup.
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The command's matches tell the settings which values came from a flag
+    // and which from the environment.
+    let matches = command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    let sub = matches.subcommand().map(|(_, m)| m.clone()).unwrap_or_default();
     let (level, service) = match &cli.command {
         Command::Sim(_) => ("info", "argus-sim"),
         Command::Call(_) => ("warn", "argus-call"),
@@ -84,8 +97,8 @@ async fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args).await,
         Command::DemoBackend => demo_backend::run(),
         Command::Run(args) => run::run(args).await,
-        Command::Coordinator(args) => grid::coordinator(args).await,
-        Command::Worker(args) => grid::worker(args).await,
+        Command::Coordinator(args) => grid::coordinator(args, &sub).await,
+        Command::Worker(args) => grid::worker(args, &sub).await,
         Command::Standalone(args) => grid::standalone(args).await,
         Command::Migrate(args) => grid::migrate(args).await,
         Command::Devices(args) => grid::devices(args).await,

@@ -24,7 +24,7 @@ use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
 
-pub use crate::slots::{Hooks, SlotConfig, WorkerFile};
+pub use crate::slots::{Hooks, SlotConfig, WorkerFile, check_slots};
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {

@@ -141,23 +141,27 @@ impl WorkerFile {
     /// Parses and checks a worker file; `shown` names it in errors.
     pub fn parse(text: &str, shown: &str) -> Result<Self, String> {
         let mut file: WorkerFile = toml::from_str(text).map_err(|e| format!("{shown}: {e}"))?;
-        let mut ports = std::collections::HashSet::new();
-        for slot in &mut file.slots {
-            if !ports.insert(slot.port) {
-                return Err(format!(
-                    "{shown}: port {} is given to two slots; each app must dial its own port",
-                    slot.port
-                ));
-            }
-            if slot.name.is_empty() {
-                slot.name = slot.port.to_string();
-            }
-            if slot.bridge.is_empty() {
-                slot.bridge = bridge_for(&slot.platform).into();
-            }
-        }
+        check_slots(&mut file.slots, shown)?;
         Ok(file)
     }
+}
+
+/// Checks the slots a file gave (`shown` names it): each port once; a
+/// slot's name defaults to its port and its bridge to its platform's.
+pub fn check_slots(slots: &mut [SlotConfig], shown: &str) -> Result<(), String> {
+    let mut ports = std::collections::HashSet::new();
+    for slot in slots {
+        if !ports.insert(slot.port) {
+            return Err(format!("{shown}: port {} is given to two slots; each app must dial its own port", slot.port));
+        }
+        if slot.name.is_empty() {
+            slot.name = slot.port.to_string();
+        }
+        if slot.bridge.is_empty() {
+            slot.bridge = bridge_for(&slot.platform).into();
+        }
+    }
+    Ok(())
 }
 
 /// `sh -c` of a hook's command: its values in the environment, each

@@ -1,0 +1,130 @@
+//! One configuration for every binary: defaults < argus.toml < ARGUS_*
+//! environment < flags, `--print-config` with where each value came from and
+//! secrets hidden, and a bad value refused before anything starts, naming
+//! the key and the file.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn print_config(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut command = Command::new(ARGUS);
+    command.current_dir(dir).args(args).arg("--print-config");
+    // What the test machine's environment might set is not a layer here.
+    for name in ["ARGUS_LISTEN", "ARGUS_HTTP_LISTEN", "ARGUS_DATABASE_URL", "ARGUS_CLIENT_GRACE", "ARGUS_COORDINATOR"] {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    let output = command.output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn line<'a>(printed: &'a str, key: &str) -> &'a str {
+    printed.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key}: {printed}"))
+}
+
+#[test]
+fn the_coordinator_takes_the_file_then_the_environment_then_flags() {
+    let dir = temp_dir("settings-coordinator");
+    std::fs::write(
+        dir.join("argus.toml"),
+        "[coordinator]\nlisten = \"127.0.0.1:9100\"\nhttp = \"127.0.0.1:9101\"\nclient_grace = 5\n\
+         database_url = \"postgres://argus:pa55word@db/argus\"\nclient_token = \"c-secret\"\n",
+    )
+    .unwrap();
+    let printed =
+        print_config(&dir, &["coordinator", "--http", "127.0.0.1:9201"], &[("ARGUS_LISTEN", "127.0.0.1:9200")]);
+    assert_eq!(line(&printed, "client_grace"), "client_grace = 5   # file argus.toml");
+    assert_eq!(line(&printed, "listen"), "listen = \"127.0.0.1:9200\"   # environment ARGUS_LISTEN");
+    assert_eq!(line(&printed, "http"), "http = \"127.0.0.1:9201\"   # flag --http");
+    assert_eq!(line(&printed, "artifacts"), "artifacts = \"argus-artifacts\"   # default");
+    // A flag wins over its variable.
+    let printed = print_config(
+        &dir,
+        &["coordinator", "--listen", "127.0.0.1:9300"],
+        &[("ARGUS_LISTEN", "127.0.0.1:9200"), ("ARGUS_READ_TOKEN", "r-secret")],
+    );
+    assert_eq!(line(&printed, "listen"), "listen = \"127.0.0.1:9300\"   # flag --listen");
+    // Secrets never print.
+    assert!(
+        !printed.contains("pa55word") && !printed.contains("c-secret") && !printed.contains("r-secret"),
+        "{printed}"
+    );
+    assert_eq!(line(&printed, "client_token"), "client_token = (hidden)   # file argus.toml");
+    assert_eq!(line(&printed, "read_token"), "read_token = (hidden)   # environment ARGUS_READ_TOKEN");
+    assert!(line(&printed, "database_url").contains("postgres://argus:…@db/argus"), "{printed}");
+    // --config names another file.
+    std::fs::write(dir.join("other.toml"), "[coordinator]\nclient_grace = 9\n").unwrap();
+    let printed = print_config(&dir, &["coordinator", "--config", "other.toml"], &[]);
+    assert_eq!(line(&printed, "client_grace"), "client_grace = 9   # file other.toml");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_worker_takes_its_table_or_a_worker_file_and_a_flag_wins_over_the_file() {
+    let dir = temp_dir("settings-worker");
+    // The explicit flag (equal to the default) wins over the file's value.
+    std::fs::write(
+        dir.join("worker.toml"),
+        "coordinator = \"http://c:7171\"\nname = \"mac-1\"\ndriver_host = \"0.0.0.0\"\n[[slot]]\nport = 8123\n",
+    )
+    .unwrap();
+    let printed = print_config(&dir, &["worker", "--config", "worker.toml", "--driver-host", "127.0.0.1"], &[]);
+    assert_eq!(line(&printed, "driver_host"), "driver_host = \"127.0.0.1\"   # flag --driver-host");
+    assert_eq!(line(&printed, "coordinator"), "coordinator = \"http://c:7171\"   # file worker.toml");
+    std::fs::write(
+        dir.join("argus.toml"),
+        "[worker]\ncoordinator = \"http://c:7171\"\ntoken = \"w-secret\"\n[[worker.slot]]\nport = 8124\n",
+    )
+    .unwrap();
+    let printed = print_config(&dir, &["worker"], &[("ARGUS_WORKER_NAME", "from-env")]);
+    assert_eq!(line(&printed, "name"), "name = \"from-env\"   # environment ARGUS_WORKER_NAME");
+    assert_eq!(line(&printed, "token"), "token = (hidden)   # file argus.toml");
+    assert!(!printed.contains("w-secret"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_bad_value_is_refused_before_anything_starts_naming_the_key_and_the_file() {
+    let dir = temp_dir("settings-bad");
+    let refused = |file: &str, args: &[&str]| {
+        std::fs::write(dir.join("argus.toml"), file).unwrap();
+        let output = Command::new(ARGUS).current_dir(&dir).args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+        text(&output)
+    };
+    let said = refused("[coordinator]\nlisten = \"not an address\"\n", &["coordinator"]);
+    assert!(said.contains("argus.toml: [coordinator] listen: invalid socket address"), "{said}");
+    let said = refused("[coordinator]\nclient_grace = \"soon\"\n", &["coordinator"]);
+    assert!(said.contains("argus.toml: [coordinator] client_grace: invalid type: found string \"soon\""), "{said}");
+    let said = refused("[coordinator]\nlistn = \"127.0.0.1:1\"\n", &["coordinator"]);
+    assert!(said.contains("argus.toml: [coordinator] has no key `listn`"), "{said}");
+    let said = refused(
+        "[worker]\ncoordinator = \"http://c:7171\"\n[[worker.slot]]\nport = 1\n[[worker.slot]]\nport = 1\n",
+        &["worker"],
+    );
+    assert!(said.contains("port 1 is given to two slots"), "{said}");
+    let said = refused("[coordinator]\ntls_cert = \"cert.pem\"\n", &["coordinator"]);
+    assert!(said.contains("tls_cert and tls_key go together"), "{said}");
+    // Nothing was started: no database was made.
+    assert!(!dir.join("argus.db").exists());
+    let output = Command::new(ARGUS).current_dir(&dir).args(["coordinator", "--config", "nope.toml"]).output().unwrap();
+    assert!(text(&output).contains("--config nope.toml: no such file"), "{}", text(&output));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_example_argus_toml_in_deploy_is_one_each_command_takes() {
+    let example = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/argus.toml");
+    let dir = temp_dir("settings-example");
+    let config = example.display().to_string();
+    let printed = print_config(&dir, &["coordinator", "--config", &config], &[]);
+    assert!(line(&printed, "public_url").contains("https://argus.example.com"), "{printed}");
+    let printed = print_config(&dir, &["worker", "--config", &config], &[]);
+    assert_eq!(line(&printed, "ports").split("   #").next(), Some("ports = [8123, 8124]"), "{printed}");
+    assert!(line(&printed, "platform").contains("\"android\""), "{printed}");
+    let _ = std::fs::remove_dir_all(dir);
+}
