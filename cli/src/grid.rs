@@ -114,6 +114,11 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_CLIENT_GRACE", value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     client_grace: Option<u64>,
+    /// One of several coordinators on one Postgres: serve only while holding
+    /// its lock, and stand by (health NOT_SERVING) while another does.
+    #[arg(long, env = "ARGUS_STANDBY", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    standby: Option<bool>,
 }
 
 /// What the coordinator runs with, once the layers are merged.
@@ -131,6 +136,7 @@ pub struct CoordinatorSettings {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub client_grace: u64,
+    pub standby: bool,
 }
 
 impl Default for CoordinatorSettings {
@@ -147,6 +153,7 @@ impl Default for CoordinatorSettings {
             tls_cert: None,
             tls_key: None,
             client_grace: 60,
+            standby: false,
         }
     }
 }
@@ -266,6 +273,9 @@ pub struct StandaloneArgs {
     /// The gRPC address clients (argus run, devices, runs) connect to.
     #[arg(long, env = "ARGUS_LISTEN", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// The HTTP address: the dashboard, WebDriver, /metrics, /healthz.
+    #[arg(long, env = "ARGUS_HTTP_LISTEN", default_value = DEFAULT_HTTP)]
+    http: SocketAddr,
     #[command(flatten)]
     slots: SlotArgs,
 }
@@ -404,14 +414,34 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         Ok(store) => store,
         Err(error) => return failed("coordinator", error),
     };
-    let listener = match bind(settings.listen).await {
+    let mut listener = match bind(settings.listen).await {
         Ok(listener) => listener,
         Err(error) => return failed("coordinator", error),
     };
-    let http = match bind(settings.http).await {
+    let mut http = match bind(settings.http).await {
         Ok(listener) => listener,
         Err(error) => return failed("coordinator", format!("http: {error}")),
     };
+    let shutdown = stop_on_signal();
+    let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if settings.standby {
+        let lead = match argus_coordinator::standby::until_leading(&store, listener, http, &shutdown).await {
+            Ok(Some(lead)) => lead,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(error) => return failed("coordinator", error),
+        };
+        // The standby's ports, serving for real now.
+        (listener, http) = match (
+            argus_coordinator::standby::rebind(settings.listen).await,
+            argus_coordinator::standby::rebind(settings.http).await,
+        ) {
+            (Ok(grpc), Ok(http)) => (grpc, http),
+            (Err(error), _) | (_, Err(error)) => {
+                return failed("coordinator", format!("cannot take over the ports: {error}"));
+            }
+        };
+        argus_coordinator::standby::keep_leading(lead, shutdown.clone(), lost.clone());
+    }
     let artifacts = match open_artifacts(&settings.artifacts) {
         Ok(artifacts) => artifacts,
         Err(error) => return failed("coordinator", format!("artifacts: {error}")),
@@ -435,7 +465,8 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
     };
     let options = argus_coordinator::Options { tokens, http: Some(http), tls, core, artifacts: Some(artifacts) };
-    match argus_coordinator::serve_with(listener, store, options, stop_on_signal()).await {
+    match argus_coordinator::serve_with(listener, store, options, shutdown).await {
+        Ok(()) if lost.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("coordinator", error),
     }
@@ -509,6 +540,7 @@ pub async fn start_local(
     database_url: &str,
     artifacts: &std::path::Path,
     listen: SocketAddr,
+    http: Option<SocketAddr>,
     slots: &SlotArgs,
     cancel: &CancellationToken,
 ) -> Result<String, String> {
@@ -516,7 +548,11 @@ pub async fn start_local(
     let artifacts = open_artifacts(artifacts)?;
     let listener = bind(listen).await?;
     let url = format!("http://{}", listener.local_addr().map_err(|e| e.to_string())?);
-    let options = argus_coordinator::Options { artifacts: Some(artifacts), ..Default::default() };
+    let http = match http {
+        Some(addr) => Some(bind(addr).await.map_err(|e| format!("--http: {e}"))?),
+        None => None,
+    };
+    let options = argus_coordinator::Options { artifacts: Some(artifacts), http, ..Default::default() };
     tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let config = WorkerConfig {
         coordinator: url.clone(),
@@ -546,8 +582,23 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
         return failed("standalone", "give the devices' driver ports: --ports 8123-8126");
     }
     log_slots(&args.slots.slots());
-    match start_local(&args.store.database_url, &args.artifacts.artifacts, args.listen, &args.slots, &cancel).await {
-        Ok(url) => eprintln!("argus standalone: coordinator on {url}; Ctrl-C stops it"),
+    let http = args.http;
+    match start_local(
+        &args.store.database_url,
+        &args.artifacts.artifacts,
+        args.listen,
+        Some(http),
+        &args.slots,
+        &cancel,
+    )
+    .await
+    {
+        Ok(url) => tracing::info!(
+            grpc = %url,
+            dashboard = %format!("http://{http}/"),
+            metrics = %format!("http://{http}/metrics"),
+            "argus standalone serving; Ctrl-C stops it"
+        ),
         Err(error) => return failed("standalone", error),
     }
     cancel.cancelled().await;

@@ -214,7 +214,7 @@ pub async fn run(args: RunArgs) -> ExitCode {
             let database = format!("sqlite:{}", dir.join("argus.db").display());
             print_slots(&args.slots.slots());
             let listen = "127.0.0.1:0".parse().expect("an address");
-            match start_local(&database, &dir.join("artifacts"), listen, &args.slots, &cancel).await {
+            match start_local(&database, &dir.join("artifacts"), listen, None, &args.slots, &cancel).await {
                 Ok(url) => {
                     let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
                         return usage("--attach-timeout takes a positive number of seconds");
@@ -384,7 +384,7 @@ pub async fn execute(
     let mut last_seq = 0u64;
     let mut waiting_since: Option<(tokio::time::Instant, String)> = None;
     let manifest: RunManifest = 'watching: loop {
-        let mut updates = match watch_again(&mut client, &run_id, last_seq, options, &mut signal).await {
+        let mut updates = match watch_again(&mut client, target, &run_id, last_seq, options, &mut signal).await {
             Ok(updates) => updates,
             Err(Stop::Signal(code)) => return cancel_and_exit(&mut client, &run_id, &mut progress, code).await,
             Err(Stop::Failed(message)) => return usage(message),
@@ -576,21 +576,21 @@ fn resumable(status: &tonic::Status) -> bool {
     ) || status.message().contains("h2 protocol error")
 }
 
+/// The client of the coordinator's Runs service.
+type Runs =
+    RunsClient<tonic::service::interceptor::InterceptedService<tonic::transport::Channel, argus_proto::auth::Bearer>>;
+
 /// Watches the run after `last_seq`, dialing again with backoff (printed)
-/// for up to `options.reconnect_for`.
-async fn watch_again<S>(
-    client: &mut RunsClient<S>,
+/// for up to `options.reconnect_for`. With several coordinators (`a,b`),
+/// each try dials whichever of them serves: a standby that took over.
+async fn watch_again(
+    client: &mut Runs,
+    target: &Target,
     run_id: &str,
     last_seq: u64,
     options: &WatchOptions,
     signal: &mut std::pin::Pin<&mut impl std::future::Future<Output = u8>>,
-) -> Result<tonic::Streaming<grpc::RunUpdate>, Stop>
-where
-    S: tonic::client::GrpcService<tonic::body::Body>,
-    S::Error: Into<tonic::codegen::StdError>,
-    S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
-    <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
-{
+) -> Result<tonic::Streaming<grpc::RunUpdate>, Stop> {
     use backon::BackoffBuilder;
     let deadline = tokio::time::Instant::now() + options.reconnect_for;
     let mut backoff = backon::ExponentialBuilder::default()
@@ -633,6 +633,11 @@ where
         tokio::select! {
             code = &mut *signal => return Err(Stop::Signal(code)),
             _ = tokio::time::sleep(wait) => {}
+        }
+        if target.url.contains(',')
+            && let Ok((channel, bearer)) = channel(target).await
+        {
+            *client = RunsClient::with_interceptor(channel, bearer);
         }
     }
 }

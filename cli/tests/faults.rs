@@ -738,3 +738,76 @@ fn a_coordinator_stopped_with_sigterm_commits_and_exits_and_the_run_goes_on_afte
     assert_eq!(code, Some(0), "{printed}");
     assert_whole(&grid, &run_id);
 }
+
+/// The status of a GET of `/healthz`, or 0 when nothing answers.
+fn health(http: &str) -> u16 {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(http) else { return 0 };
+    let _ = write!(stream, "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+fn wait_for_health(http: &str, status: u16, within: Duration) -> Duration {
+    let started = Instant::now();
+    while health(http) != status {
+        assert!(started.elapsed() < within, "{http} never answered {status}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    started.elapsed()
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_standby_coordinator_takes_over_when_the_active_one_is_killed() {
+    let database = database(None);
+    let dir = temp_dir("standby");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    std::fs::write(dir.join("cases/step.md"), SUITE).unwrap();
+    let ends: Vec<(String, String)> =
+        (0..2).map(|_| (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()))).collect();
+    let coordinator = |(listen, http): &(String, String)| {
+        let args = ["coordinator", "--database-url", &database, "--listen", listen, "--http", http, "--standby"];
+        Killed(spawn(&args, &dir))
+    };
+    let active = coordinator(&ends[0]);
+    wait_for_health(&ends[0].1, 200, Duration::from_secs(20));
+    let standby = coordinator(&ends[1]);
+    wait_for_health(&ends[1].1, 503, Duration::from_secs(20));
+    // Workers and the client know both; they find the active one.
+    let urls = format!("http://{},http://{}", ends[0].0, ends[1].0);
+    let mut grid = Grid {
+        dir,
+        url: urls.clone(),
+        listen: ends[0].0.clone(),
+        http: ends[0].1.clone(),
+        database,
+        client_grace: 60,
+        coordinator: Some(active),
+        workers: Vec::new(),
+        sims: BTreeMap::new(),
+    };
+    for w in 0..2 {
+        let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+        let worker = grid.worker(&format!("w{w}"), &ports);
+        grid.workers.push((worker, ports.clone()));
+        for port in ports {
+            grid.sims.insert(port, Killed(sim(port)));
+        }
+    }
+    wait_for_idle(&urls, 4, Duration::from_secs(30));
+    let client = grid.run(&[]);
+    let run_id = grid.run_id();
+    grid.wait_for_finished(&run_id, 3);
+    let (had, at) = (results(&grid, &run_id), Instant::now());
+    grid.coordinator = None;
+    let took = wait_for_health(&ends[1].1, 200, Duration::from_secs(10));
+    println!("takeover: the standby served {:.2} s after the active coordinator was killed", took.as_secs_f64());
+    recovered(&grid, &run_id, "active coordinator SIGKILL, standby takes over", had, at);
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "the run passed, so CI is green: {printed}");
+    assert!(printed.contains("16/16 passed"), "{printed}");
+    assert_whole(&grid, &run_id);
+    drop(standby);
+}

@@ -509,3 +509,33 @@ fn logs_are_json_lines_for_a_collector_when_asked() {
     assert!(!first.contains('\u{1b}'), "no colour codes: {first}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn standalone_serves_the_dashboard_and_metrics_too() {
+    let dir = temp_dir("standalone");
+    let (listen, http, port) =
+        (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()), free_port());
+    let _standalone = Killed(spawn(
+        &[
+            "standalone",
+            "--listen",
+            &listen,
+            "--http",
+            &http,
+            "--ports",
+            &port.to_string(),
+            "--database-url",
+            "sqlite:a.db",
+        ],
+        &dir,
+    ));
+    let _sims = Sims::start(&[port]);
+    wait_for_devices(&format!("http://{listen}"), 1);
+    let (status, fleet) = http_get_bytes(&http, "/fleet");
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&fleet).contains(&format!("local/{port}")), "the device is on the fleet page");
+    let (status, metrics) = http_get_bytes(&http, "/metrics");
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&metrics).contains("argus_build_info"));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -13,6 +13,7 @@ pub mod push;
 pub mod relay;
 pub mod scheduler;
 pub mod service;
+pub mod standby;
 pub mod store;
 pub mod submit;
 pub mod waiting;

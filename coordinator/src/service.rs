@@ -456,6 +456,7 @@ pub async fn serve_with(
             stopping.cancelled().await;
             health.set_not_serving::<WorkersServer<Services>>().await;
             health.set_not_serving::<RunsServer<Services>>().await;
+            health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
             info!("stopping: NOT_SERVING; committing what is in flight");
         },
         tracing::info_span!("health"),

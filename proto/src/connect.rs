@@ -15,7 +15,25 @@ use tonic_health::pb::health_client::HealthClient;
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub async fn connect(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
+/// A channel to the active coordinator of `urls`: one URL, or several
+/// separated by commas (an active coordinator and its standbys), tried in
+/// order; a standby answers its health check NOT_SERVING and is passed by.
+pub async fn connect(urls: &str, ca: Option<&Path>) -> Result<Channel, String> {
+    let list: Vec<&str> = urls.split(',').map(str::trim).filter(|u| !u.is_empty()).collect();
+    if list.len() <= 1 {
+        return connect_one(urls.trim(), ca).await;
+    }
+    let mut why = Vec::new();
+    for url in &list {
+        match connect_one(url, ca).await {
+            Ok(channel) => return Ok(channel),
+            Err(error) => why.push(error),
+        }
+    }
+    Err(format!("none of the coordinators {} is serving: {}", list.join(", "), why.join("; ")))
+}
+
+async fn connect_one(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
     if !url.starts_with("http://") && !url.starts_with("https://") {
         return Err(format!(
             "{url:?} has no scheme: give http://{url} (or https://{url} if the coordinator serves TLS)"
@@ -49,6 +67,11 @@ pub async fn connect(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
     let mut health = HealthClient::new(channel.clone());
     let check = HealthCheckRequest { service: String::new() };
     match health.check(check).await {
+        Ok(answer)
+            if answer.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 =>
+        {
+            Err(format!("the coordinator at {url} is not serving: it stands by for another, or is stopping"))
+        }
         Ok(_) => Ok(channel),
         Err(status) if status.code() == tonic::Code::Unimplemented => Ok(channel),
         Err(status) if !tls && speaks_http1(url).await => Err(not_grpc(url, status.message())),

@@ -48,6 +48,27 @@ pub enum StoreError {
     NoRun(String),
     #[error("no device {0}")]
     NoDevice(String),
+    #[error("a standby coordinator needs Postgres: SQLite is one process's database")]
+    StandbyNeedsPostgres,
+}
+
+/// The advisory lock of the active coordinator among several on one
+/// database (the key spells `argus`).
+const LEADER_LOCK: i64 = 0x61_72_67_75_73;
+
+/// Held by the active coordinator: a connection of its own that holds the
+/// lock; Postgres lets go of it when the connection ends (the process died,
+/// or the database restarted).
+pub struct Leadership {
+    conn: sqlx::AnyConnection,
+}
+
+impl Leadership {
+    /// Whether the lock is still held: its connection still answers.
+    pub async fn check(&mut self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&mut self.conn).await?;
+        Ok(())
+    }
 }
 
 /// Rows per multi-row INSERT: well under both databases' limits on
@@ -169,6 +190,18 @@ impl Store {
         let (base, query) = admin_url.split_once('?').unwrap_or((admin_url, ""));
         let base = base.rfind('/').map_or(base, |i| &base[..i]);
         Ok(if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") })
+    }
+
+    /// The lock that makes this coordinator the active one, if no other
+    /// holds it.
+    pub async fn try_lead(&self) -> Result<Option<Leadership>, StoreError> {
+        if self.backend != Backend::Postgres {
+            return Err(StoreError::StandbyNeedsPostgres);
+        }
+        let mut conn = sqlx::ConnectOptions::connect(&*self.pool.connect_options()).await?;
+        let got: bool =
+            sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(LEADER_LOCK).fetch_one(&mut conn).await?;
+        Ok(got.then_some(Leadership { conn }))
     }
 
     pub fn backend(&self) -> Backend {
