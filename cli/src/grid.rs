@@ -196,7 +196,31 @@ pub struct WorkerArgs {
     #[arg(long)]
     #[serde(skip)]
     print_config: bool,
-    /// The coordinator's gRPC URL.
+    /// Print, per slot, the address its app dials and how to tell it its
+    /// port, then exit.
+    #[arg(long)]
+    #[serde(skip)]
+    print_slots: bool,
+    /// Find this host's booted iOS simulators (xcrun simctl) and Android
+    /// emulators (adb) and print a worker.toml with a slot for each, then
+    /// exit.
+    #[arg(long)]
+    #[serde(skip)]
+    discover: bool,
+    /// With --discover: the first driver port.
+    #[arg(long, default_value_t = 8123, requires = "discover")]
+    #[serde(skip)]
+    first_port: u16,
+    /// With --discover: the iOS app's bundle id, for the hook that launches it.
+    #[arg(long, requires = "discover", value_name = "BUNDLE_ID")]
+    #[serde(skip)]
+    ios_bundle: Option<String>,
+    /// With --discover: the Android activity to launch (`package/.Main`).
+    #[arg(long, requires = "discover", value_name = "ACTIVITY")]
+    #[serde(skip)]
+    android_activity: Option<String>,
+    /// The coordinator's gRPC URL, or several (`http://a:7171,http://b:7171`:
+    /// an active coordinator and its standbys).
     #[arg(long, env = "ARGUS_COORDINATOR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     coordinator: Option<String>,
@@ -482,6 +506,24 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let mut settings = loaded.settings;
+    if args.discover {
+        let apps = argus_worker::discover::Apps {
+            ios_bundle: args.ios_bundle.clone(),
+            android_activity: args.android_activity.clone(),
+        };
+        return match argus_worker::discover::devices() {
+            Ok(found) if found.is_empty() => failed(
+                "worker",
+                "no booted iOS simulator (xcrun simctl list devices booted) and no Android emulator (adb devices -l) on this host",
+            ),
+            Ok(found) => {
+                let slots = argus_worker::discover::propose(&found, args.first_port, &apps);
+                print!("{}", argus_worker::discover::to_toml(settings.coordinator.as_deref(), &slots));
+                ExitCode::SUCCESS
+            }
+            Err(error) => failed("worker", error),
+        };
+    }
     let shown = args.config.clone().unwrap_or_else(|| settings::DEFAULT_FILE.into());
     if let Err(error) = link::check_slots(&mut settings.slot, &shown.display().to_string()) {
         return failed("worker", error);
@@ -496,6 +538,12 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
             "worker",
             "give the devices' driver ports (--ports 8123-8126) or a worker.toml with [[slot]]s (--config)",
         );
+    }
+    if args.print_slots {
+        for slot in &slots {
+            println!("{}", argus_worker::discover::story(slot));
+        }
+        return ExitCode::SUCCESS;
     }
     let Some(coordinator) = settings.coordinator.clone() else {
         return failed(
@@ -519,11 +567,11 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
     }
 }
 
-/// What each app must be told: which address and port it dials (for a
-/// person at a terminal: `argus run --ports`).
+/// What each app must be told: which address and port it dials, and how
+/// it learns its port (for a person at a terminal: `argus run --ports`).
 pub fn print_slots(slots: &[SlotConfig]) {
     for slot in slots {
-        eprintln!("  device {}: {} app dials ws://{}:{}", slot.name, slot.platform, slot.bridge, slot.port);
+        eprintln!("  {}", argus_worker::discover::story(slot));
     }
 }
 
@@ -531,7 +579,7 @@ pub fn print_slots(slots: &[SlotConfig]) {
 fn log_slots(slots: &[SlotConfig]) {
     for slot in slots {
         let dials = format!("ws://{}:{}", slot.bridge, slot.port);
-        tracing::info!(device = %slot.name, platform = %slot.platform, %dials, "a device slot: what its app dials");
+        tracing::info!(device = %slot.name, platform = %slot.platform, %dials, "{}", argus_worker::discover::story(slot));
     }
 }
 

@@ -539,3 +539,74 @@ fn standalone_serves_the_dashboard_and_metrics_too() {
     assert!(String::from_utf8_lossy(&metrics).contains("argus_build_info"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Stand-ins for `xcrun` and `adb` on the PATH: they record their arguments
+/// and print what the real tools print for one booted simulator and one
+/// emulator.
+fn stand_in_tools(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let simctl = r#"{"devices":{"com.apple.CoreSimulator.SimRuntime.iOS-17-4":[{"udid":"5D1C9A2E-1","isAvailable":true,"state":"Booted","name":"iPhone 15"}]}}"#;
+    let adb = "List of devices attached\nemulator-5554          device product:sdk_gphone64_x86_64 model:Pixel_8 device:emu64xa transport_id:1\n";
+    for (tool, output) in [("xcrun", simctl), ("adb", adb)] {
+        let script =
+            format!("#!/bin/sh\necho \"$*\" >> \"{}/{tool}.args\"\ncat <<'OUT'\n{output}\nOUT\n", dir.display());
+        let path = bin.join(tool);
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+#[test]
+fn a_worker_discovers_its_hosts_simulators_and_emulators_and_says_what_each_app_must_be_told() {
+    let dir = temp_dir("discover");
+    let bin = stand_in_tools(&dir);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let output = Command::new(ARGUS)
+        .current_dir(&dir)
+        .env("PATH", &path)
+        .args(["worker", "--discover", "--first-port", "9100", "--coordinator", "http://c:7171"])
+        .args(["--ios-bundle", "com.example.shop", "--android-activity", "com.example.shop/.Main"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let proposed = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.join("xcrun.args")).unwrap().trim(), "simctl list devices booted -j");
+    assert_eq!(std::fs::read_to_string(dir.join("adb.args")).unwrap().trim(), "devices -l");
+    assert!(
+        proposed.contains("udid = \"5D1C9A2E-1\"") && proposed.contains("serial = \"emulator-5554\""),
+        "{proposed}"
+    );
+    assert!(proposed.contains("platformVersion = \"17.4\"") && proposed.contains("model = \"Pixel 8\""), "{proposed}");
+    assert!(
+        proposed.contains(
+            "SIMCTL_CHILD_LYNKEUS_PORT={port} xcrun simctl launch --terminate-running-process {udid} com.example.shop"
+        ),
+        "{proposed}"
+    );
+    // The proposal is a worker file; each slot says what its app is told.
+    std::fs::write(dir.join("worker.toml"), &proposed).unwrap();
+    let output = Command::new(ARGUS)
+        .current_dir(&dir)
+        .args(["worker", "--config", "worker.toml", "--print-slots"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let said = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert!(lines[0].contains("the app dials ws://127.0.0.1:9100; launch it with its port: SIMCTL_CHILD_LYNKEUS_PORT=9100 xcrun simctl launch 5D1C9A2E-1"), "{said}");
+    assert!(lines[1].contains("the app dials ws://10.0.2.2:9101; launch it with its port: adb -s emulator-5554 shell am start -n ACTIVITY --ei LYNKEUS_PORT 9101"), "{said}");
+    // Without either tool, there is nothing to find, and it says so.
+    let output = Command::new(ARGUS)
+        .current_dir(&dir)
+        .env("PATH", "/nonexistent")
+        .args(["worker", "--discover"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output).contains("no booted iOS simulator"), "{}", text(&output));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -3,6 +3,7 @@
 
 pub mod camera;
 mod device_calls;
+pub mod discover;
 pub mod driver;
 pub mod link;
 mod project;
