@@ -253,6 +253,10 @@ pub struct WorkerArgs {
     #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     app_token: Option<String>,
+    /// Serve Prometheus metrics (/metrics) and /healthz on this address.
+    #[arg(long, env = "ARGUS_WORKER_METRICS", value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics: Option<SocketAddr>,
 }
 
 /// What the worker runs with, once the layers are merged.
@@ -267,6 +271,7 @@ pub struct WorkerSettings {
     pub platform: String,
     pub driver_host: String,
     pub app_token: Option<String>,
+    pub metrics: Option<SocketAddr>,
     /// The file's `[[slot]]` tables.
     #[serde(default, skip_serializing)]
     pub slot: Vec<SlotConfig>,
@@ -283,6 +288,7 @@ impl Default for WorkerSettings {
             platform: "ios".into(),
             driver_host: "127.0.0.1".into(),
             app_token: None,
+            metrics: None,
             slot: Vec::new(),
         }
     }
@@ -552,6 +558,13 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
         );
     };
     log_slots(&slots);
+    let cancel = stop_on_signal();
+    if let Some(addr) = settings.metrics {
+        if let Err(error) = argus_worker::metrics::serve(addr, cancel.clone()).await {
+            return failed("worker", error);
+        }
+        tracing::info!(metrics = %format!("http://{addr}/metrics"), "serving the worker's metrics");
+    }
     let config = WorkerConfig {
         coordinator,
         name: settings.name,
@@ -561,7 +574,7 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
         tls_ca: settings.tls_ca,
         slots,
     };
-    match link::run(config, stop_on_signal()).await {
+    match link::run(config, cancel).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("worker", error),
     }

@@ -610,3 +610,38 @@ fn a_worker_discovers_its_hosts_simulators_and_emulators_and_says_what_each_app_
     assert!(text(&output).contains("no booted iOS simulator"), "{}", text(&output));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_worker_serves_its_metrics() {
+    let dir = temp_dir("worker-metrics");
+    std::fs::create_dir_all(dir.join("cases")).unwrap();
+    std::fs::write(dir.join("cases/title.md"), "---\nid: title\n---\nsteps:\n  - app.see: \"#title\"\n").unwrap();
+    let (listen, metrics, port) =
+        (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()), free_port());
+    let url = format!("http://{listen}");
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    let http = format!("127.0.0.1:{}", free_port());
+    let _coordinator =
+        Killed(spawn(&["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http], &dir));
+    let _worker = Killed(spawn(
+        &["worker", "--coordinator", &url, "--name", "m", "--ports", &port.to_string(), "--metrics", &metrics],
+        &dir,
+    ));
+    let _sims = Sims::start(&[port]);
+    wait_for_devices(&url, 1);
+    let run = Command::new(ARGUS).current_dir(&dir).args(["run", "--coordinator", &url]).output().unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    let (status, body) = http_get_bytes(&metrics, "/metrics");
+    assert_eq!(status, 200);
+    let body = String::from_utf8(body).unwrap();
+    for line in [
+        concat!(r#"argus_build_info{version=""#, env!("CARGO_PKG_VERSION"), r#"",component="worker"} 1"#),
+        r#"argus_worker_attempts_total{name="passed"} 1"#,
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} missing from\n{body}");
+    }
+    let slot = format!(r#"argus_worker_slot{{slot="{port}",platform="ios",state="idle"}} 1"#);
+    assert!(body.lines().any(|l| l == slot), "{slot} missing from\n{body}");
+    assert!(body.contains(r#"argus_worker_driver_call_duration_seconds_count{name="screen"}"#), "{body}");
+    let _ = std::fs::remove_dir_all(dir);
+}

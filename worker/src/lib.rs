@@ -6,6 +6,7 @@ mod device_calls;
 pub mod discover;
 pub mod driver;
 pub mod link;
+pub mod metrics;
 mod project;
 mod relaunch;
 pub mod slots;

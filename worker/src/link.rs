@@ -65,6 +65,7 @@ impl Slot {
             (false, _) if hello.is_none() => grpc::DeviceState::Waiting,
             (false, _) => grpc::DeviceState::Disconnected,
         };
+        crate::metrics::slot(&self.config.name, &self.config.platform, &grpc::device_state_name(state as i32));
         grpc::Device {
             slot: self.config.name.clone(),
             port: u32::from(self.config.port),
@@ -403,6 +404,7 @@ async fn link(
                             }
                             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
                             if let Some(result) = result {
+                                crate::metrics::attempt(&attempt_outcome(&result));
                                 let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
                             }
                             running.lock().remove(&lease.lease_id);
@@ -455,6 +457,16 @@ async fn link(
             }
         }
     }
+}
+
+/// An attempt's result, for the metrics: the case's, or `infrastructure`.
+fn attempt_outcome(result: &grpc::AttemptResult) -> String {
+    if result.infrastructure_failure {
+        return "infrastructure".into();
+    }
+    serde_json::from_str::<argus_proto::run::RunCase>(&result.run_case_json)
+        .map(|line| format!("{:?}", line.result).to_lowercase())
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// Errors that mean the device, not the case, failed.

@@ -193,7 +193,10 @@ pub async fn run_hook_within(
 ) -> Result<(), String> {
     let line = command;
     let child = hook_command(command, placeholders).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
-    match tokio::time::timeout(limit, child).await {
+    let started = std::time::Instant::now();
+    let ran = tokio::time::timeout(limit, child).await;
+    crate::metrics::hook(which, started.elapsed());
+    match ran {
         Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", limit.as_secs())),
         Ok(Err(e)) => Err(format!("the {which} hook `{line}` could not start: {e}")),
         Ok(Ok(output)) if output.status.success() => Ok(()),

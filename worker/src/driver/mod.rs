@@ -239,7 +239,10 @@ impl Driver {
     pub async fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, CallError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!("call", method, id);
-        self.shared.call(id, method, params, timeout).instrument(span).await
+        let started = std::time::Instant::now();
+        let answer = self.shared.call(id, method, params, timeout).instrument(span).await;
+        crate::metrics::call(method, started.elapsed());
+        answer
     }
 
     /// Tasks still running: the accept loop, connections, grace timers.
