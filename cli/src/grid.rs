@@ -44,8 +44,24 @@ pub fn open_artifacts(dir: &std::path::Path) -> Result<argus_coordinator::artifa
 }
 
 impl ViewArgs {
-    fn target(&self) -> Target {
-        Target { url: self.coordinator.clone(), token: self.token.clone(), ca: self.tls_ca.clone() }
+    /// The coordinator to ask, from the layers (flags, variables, the
+    /// `[client]` table of argus.toml); 127.0.0.1:7171 when none says.
+    fn target(&self, command: &str, matches: &clap::ArgMatches) -> Result<Target, String> {
+        let given = settings::ClientGiven {
+            coordinator: self.coordinator.clone(),
+            token: self.token.clone(),
+            tls_ca: self.tls_ca.clone(),
+            project: None,
+        };
+        let loaded =
+            settings::load::<settings::ClientSettings>(command, "client", self.config.as_deref(), &given, matches, &[])
+                .map_err(|e| format!("{command}: {e}"))?;
+        let settings = loaded.settings;
+        Ok(Target {
+            url: settings.coordinator.unwrap_or_else(|| "http://127.0.0.1:7171".into()),
+            token: settings.token,
+            ca: settings.tls_ca,
+        })
     }
 }
 
@@ -312,9 +328,14 @@ pub struct StandaloneArgs {
 
 #[derive(clap::Args)]
 pub struct ViewArgs {
-    /// The coordinator's gRPC URL (before or after a subcommand).
-    #[arg(long, global = true, env = "ARGUS_COORDINATOR", default_value = "http://127.0.0.1:7171")]
-    coordinator: String,
+    /// The coordinator's gRPC URL, or several separated by commas (before or
+    /// after a subcommand) [default: http://127.0.0.1:7171].
+    #[arg(long, global = true, env = "ARGUS_COORDINATOR")]
+    coordinator: Option<String>,
+    /// The configuration file (default: argus.toml here, when there is one):
+    /// its [client] table.
+    #[arg(long, global = true, env = "ARGUS_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The coordinator's client token, if it requires one.
     #[arg(long, global = true, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -417,8 +438,14 @@ pub fn stop_on_signal() -> CancellationToken {
 }
 
 pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> ExitCode {
-    let loaded = match settings::load::<CoordinatorSettings>("coordinator", args.config.as_deref(), &args, matches, &[])
-    {
+    let loaded = match settings::load::<CoordinatorSettings>(
+        "coordinator",
+        "coordinator",
+        args.config.as_deref(),
+        &args,
+        matches,
+        &[],
+    ) {
         Ok(loaded) => loaded,
         Err(error) => return failed("coordinator", error),
     };
@@ -503,10 +530,11 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
 }
 
 pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
-    let loaded = match settings::load::<WorkerSettings>("worker", args.config.as_deref(), &args, matches, &["slot"]) {
-        Ok(loaded) => loaded,
-        Err(error) => return failed("worker", error),
-    };
+    let loaded =
+        match settings::load::<WorkerSettings>("worker", "worker", args.config.as_deref(), &args, matches, &["slot"]) {
+            Ok(loaded) => loaded,
+            Err(error) => return failed("worker", error),
+        };
     if args.print_config {
         settings::print(&loaded);
         return ExitCode::SUCCESS;
@@ -714,8 +742,12 @@ enum DeviceAction {
     },
 }
 
-pub async fn devices(args: DevicesArgs) -> ExitCode {
-    let mut fleet = match channel(&args.view.target()).await {
+pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode {
+    let target = match args.view.target("devices", matches) {
+        Ok(target) => target,
+        Err(error) => return failed("devices", error),
+    };
+    let mut fleet = match channel(&target).await {
         Ok((channel, bearer)) => FleetClient::with_interceptor(channel, bearer),
         Err(error) => return failed("devices", error),
     };
@@ -780,8 +812,12 @@ pub async fn devices(args: DevicesArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-pub async fn runs(args: RunsArgs) -> ExitCode {
-    let mut client = match channel(&args.view.target()).await {
+pub async fn runs(args: RunsArgs, matches: &clap::ArgMatches) -> ExitCode {
+    let target = match args.view.target("runs", matches) {
+        Ok(target) => target,
+        Err(error) => return failed("runs", error),
+    };
+    let mut client = match channel(&target).await {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return failed("runs", error),
     };

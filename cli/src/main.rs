@@ -96,13 +96,13 @@ async fn main() -> ExitCode {
         Command::Cases(command) => cases::run(command).await,
         Command::Demo(args) => demo::run(args).await,
         Command::DemoBackend => demo_backend::run(),
-        Command::Run(args) => run::run(args).await,
+        Command::Run(args) => run::run(args, &sub).await,
         Command::Coordinator(args) => grid::coordinator(args, &sub).await,
         Command::Worker(args) => grid::worker(args, &sub).await,
         Command::Standalone(args) => grid::standalone(args).await,
         Command::Migrate(args) => grid::migrate(args).await,
-        Command::Devices(args) => grid::devices(args).await,
-        Command::Runs(args) => grid::runs(args).await,
+        Command::Devices(args) => grid::devices(args, &sub).await,
+        Command::Runs(args) => grid::runs(args, &sub).await,
     };
     telemetry.shutdown().await;
     code

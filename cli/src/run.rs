@@ -25,10 +25,19 @@ use crate::progress::Progress;
 pub struct RunArgs {
     /// Case files or directories (default: the configured cases directory).
     paths: Vec<PathBuf>,
-    /// The coordinator's gRPC URL; without it, `--ports` runs a grid in
-    /// this process.
+    /// The coordinator's gRPC URL, or several separated by commas (an
+    /// active coordinator and its standbys); without it, `--ports` runs a
+    /// grid in this process.
     #[arg(long, env = "ARGUS_COORDINATOR")]
     coordinator: Option<String>,
+    /// The configuration file (default: argus.toml here, when there is one):
+    /// its [client] table (coordinator, token, tls_ca, project).
+    #[arg(long, env = "ARGUS_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the client's settings in effect and where each came from
+    /// (secrets hidden), then exit.
+    #[arg(long)]
+    print_config: bool,
     /// The coordinator's client token, if it requires one.
     #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -123,7 +132,33 @@ fn git_info() -> (String, String) {
     (branch, commit)
 }
 
-pub async fn run(args: RunArgs) -> ExitCode {
+pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
+    // The connection and the project come in layers: flags, variables, the
+    // [client] table of argus.toml.
+    let given = crate::settings::ClientGiven {
+        coordinator: args.coordinator.clone(),
+        token: args.token.clone(),
+        tls_ca: args.tls_ca.clone(),
+        project: args.project.clone(),
+    };
+    let loaded = match crate::settings::load::<crate::settings::ClientSettings>(
+        "run",
+        "client",
+        args.config.as_deref(),
+        &given,
+        matches,
+        &[],
+    ) {
+        Ok(loaded) => loaded,
+        Err(error) => return usage(error),
+    };
+    if args.print_config {
+        crate::settings::print(&loaded);
+        return ExitCode::SUCCESS;
+    }
+    let client = loaded.settings;
+    (args.coordinator, args.token, args.tls_ca, args.project) =
+        (client.coordinator, client.token, client.tls_ca, client.project);
     let (cases_config, cases) = match load_suite(&args.paths) {
         Ok(loaded) => loaded,
         Err(errors) => return report(&errors),

@@ -104,12 +104,13 @@ fn read_section(path: &Path, section: &str) -> Result<Dict, String> {
     }
 }
 
-/// Loads `T` for the command `section`: its defaults, the file, and what
+/// Loads `T` for `command` from its table `section`: its defaults, the file, and what
 /// clap read from the environment and flags (`given`: the command's
 /// arguments, whose unset values serialize as nothing). `extra` are keys the
 /// file may hold that are read with `T` but are not settings of their own
 /// (the worker's `slot` tables).
 pub fn load<T: Serialize + DeserializeOwned + Default>(
+    command: &str,
     section: &str,
     config: Option<&Path>,
     given: &impl Serialize,
@@ -133,7 +134,7 @@ pub fn load<T: Serialize + DeserializeOwned + Default>(
         file = Some(Origin::File(path));
     }
     let settings: T = extract(figment.merge(Serialized::defaults(given)), section)?;
-    Ok(Loaded { origins: origins(section, &known, &from_file, file, matches), settings })
+    Ok(Loaded { origins: origins(command, &known, &from_file, file, matches), settings })
 }
 
 /// `T` from the merged layers; each bad value named by its key and where it
@@ -166,7 +167,7 @@ fn origins(
     known
         .iter()
         .map(|key| {
-            let origin = match matches.try_get_raw(key).ok().flatten().and(matches.value_source(key)) {
+            let origin = match matches.try_get_raw(key).ok().flatten().and_then(|_| matches.value_source(key)) {
                 Some(ValueSource::CommandLine) => Origin::Flag(key.replace('_', "-")),
                 Some(ValueSource::EnvVariable) => Origin::Env(env_name(command, key)),
                 _ if from_file.contains(key) => file.clone().unwrap_or(Origin::Default),
@@ -217,4 +218,30 @@ fn show(value: &Value) -> String {
             format!("{{ {} }}", dict.iter().map(|(k, v)| format!("{k} = {}", show(v))).collect::<Vec<_>>().join(", "))
         }
     }
+}
+
+/// What a client (`argus run`, `devices`, `runs`) reads from the layers:
+/// the `[client]` table.
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSettings {
+    /// The coordinator's gRPC URL, or several (an active one and its standbys).
+    pub coordinator: Option<String>,
+    pub token: Option<String>,
+    pub tls_ca: Option<PathBuf>,
+    /// The project runs are filed under.
+    pub project: Option<String>,
+}
+
+/// A client's flags and variables, as the layer above the file.
+#[derive(Serialize)]
+pub struct ClientGiven {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coordinator: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }

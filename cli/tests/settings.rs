@@ -128,3 +128,23 @@ fn the_example_argus_toml_in_deploy_is_one_each_command_takes() {
     assert!(line(&printed, "platform").contains("\"android\""), "{printed}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn clients_take_the_client_table_too() {
+    let dir = temp_dir("settings-client");
+    let port = free_port();
+    std::fs::write(
+        dir.join("argus.toml"),
+        format!("[client]\ncoordinator = \"http://127.0.0.1:{port}\"\nproject = \"shop\"\n"),
+    )
+    .unwrap();
+    let printed = print_config(&dir, &["run"], &[("ARGUS_CLIENT_TOKEN", "c-secret")]);
+    assert_eq!(line(&printed, "coordinator"), format!("coordinator = \"http://127.0.0.1:{port}\"   # file argus.toml"));
+    assert_eq!(line(&printed, "token"), "token = (hidden)   # environment ARGUS_CLIENT_TOKEN");
+    assert_eq!(line(&printed, "project"), "project = \"shop\"   # file argus.toml");
+    // `argus runs` dials the file's coordinator (nothing listens there).
+    let output = Command::new(ARGUS).current_dir(&dir).env_remove("ARGUS_COORDINATOR").arg("runs").output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output).contains(&format!("127.0.0.1:{port}")), "{}", text(&output));
+    let _ = std::fs::remove_dir_all(dir);
+}
