@@ -319,6 +319,10 @@ async fn link(
         }
         tokio::select! {
             _ = cancel.cancelled(), if stopping.is_none() => {
+                // Told first, so that the coordinator leases nothing more
+                // while what runs finishes.
+                let notice = grpc::Stopping { reason: "the worker is stopping".into() };
+                let _ = out.send(send(worker_message::Kind::Stopping(notice))).await;
                 let n = running.lock().len();
                 info!(attempts = n, deadline_s = DRAIN_DEADLINE.as_secs(), "stopping: running attempts finish first, no new ones start");
                 stopping = Some(tokio::time::Instant::now() + DRAIN_DEADLINE);

@@ -202,6 +202,14 @@ impl Core {
             }
             Some(Kind::Attempt(result)) => self.attempts_finished(vec![(worker.to_owned(), result)]).await,
             Some(Kind::GoingAway(_)) => self.worker_gone(worker).await,
+            // Not an operator's drain (nothing is stored): the worker takes
+            // no new work while its running attempts finish.
+            Some(Kind::Stopping(_)) => {
+                if let Some(w) = self.workers.get_mut(worker) {
+                    w.draining = true;
+                }
+                info!(worker, "worker stopping; it is leased nothing more");
+            }
             Some(Kind::Step(step)) => {
                 let Some(lease) = self.leases.get(&step.lease_id).filter(|l| l.worker == worker) else { return };
                 let update = grpc::RunUpdate {
