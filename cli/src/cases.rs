@@ -55,10 +55,10 @@ pub struct RunArgs {
 pub struct OutputArgs {
     /// Write the lynkeus run directory here: run.json and cases.jsonl (on
     /// the grid, each line adds the `device` it ran on).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, env = "ARGUS_OUT", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Write JUnit XML here.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, env = "ARGUS_JUNIT", value_name = "FILE")]
     pub junit: Option<PathBuf>,
 }
 

@@ -177,13 +177,13 @@ impl Default for CoordinatorSettings {
 #[derive(clap::Args, Clone)]
 pub struct SlotArgs {
     /// Driver ports, one device each: `8123-8130` or `8123,8125`.
-    #[arg(long, value_parser = parse_ports)]
+    #[arg(long, env = "ARGUS_PORTS", value_parser = parse_ports)]
     pub ports: Option<Ports>,
     /// The devices' platform.
-    #[arg(long, default_value = "ios")]
+    #[arg(long, env = "ARGUS_PLATFORM", default_value = "ios")]
     pub platform: String,
     /// Where the drivers listen.
-    #[arg(long = "driver-host", default_value = "127.0.0.1")]
+    #[arg(long = "driver-host", env = "ARGUS_DRIVER_HOST", default_value = "127.0.0.1")]
     pub driver_host: String,
     /// The apps' token, if they were given one.
     #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
@@ -349,7 +349,7 @@ pub struct RunsArgs {
     #[command(flatten)]
     view: ViewArgs,
     /// How many runs to list, newest first.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, env = "ARGUS_RUNS_LIMIT", default_value_t = 20)]
     limit: u32,
 }
 

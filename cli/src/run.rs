@@ -45,31 +45,31 @@ pub struct RunArgs {
     #[arg(long, env = "ARGUS_TLS_CA")]
     tls_ca: Option<PathBuf>,
     /// Only devices of this platform.
-    #[arg(long = "on-platform", value_name = "PLATFORM")]
+    #[arg(long = "on-platform", env = "ARGUS_ON_PLATFORM", value_name = "PLATFORM")]
     selector_platform: Option<String>,
     /// Only devices with this label: `--label os=17` (repeatable).
-    #[arg(long = "label", value_parser = parse_label, value_name = "K=V")]
+    #[arg(long = "label", env = "ARGUS_LABELS", value_delimiter = ',', value_parser = parse_label, value_name = "K=V")]
     labels: Vec<(String, String)>,
     /// Only devices whose app says this name in its hello.
-    #[arg(long)]
+    #[arg(long, env = "ARGUS_APP")]
     app: Option<String>,
     /// How many times a failed case runs again.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "ARGUS_RETRIES", default_value_t = 1)]
     retries: u32,
     /// No retries.
     #[arg(long, conflicts_with = "retries")]
     once: bool,
     /// This run's share of the fleet against other runs (1-100).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "ARGUS_PRIORITY", default_value_t = 1)]
     priority: u32,
     /// Submit the run and return: it goes on without this client (a run
     /// that is not detached is cancelled when its client goes away). A
     /// suite with fixture or exec steps cannot be detached: they run here.
-    #[arg(long)]
+    #[arg(long, env = "ARGUS_DETACH")]
     detach: bool,
     /// Do not start the project's fixtures command here. Cases with a
     /// fixture, `assert` or `exec` step are then refused (exit 2), each named.
-    #[arg(long)]
+    #[arg(long, env = "ARGUS_NO_FIXTURES")]
     no_fixtures: bool,
     /// If the coordinator stops answering, dial it again for this long (in
     /// seconds) and resume watching where the run was.
@@ -87,7 +87,7 @@ pub struct RunArgs {
     #[command(flatten)]
     output: OutputArgs,
     /// Local grid: how long to wait for the first device, in seconds.
-    #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
+    #[arg(long, env = "ARGUS_ATTACH_TIMEOUT", default_value_t = 15.0, value_name = "SECONDS")]
     attach_timeout: f64,
     #[command(flatten)]
     slots: SlotArgs,
