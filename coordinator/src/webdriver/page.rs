@@ -213,6 +213,14 @@ impl Page {
     /// to the element `within` (its `i`) when given.
     pub fn select(&self, xpath: &str, within: Option<usize>) -> WdResult<Vec<usize>> {
         let invalid = |why: String| WdError::new(Code::InvalidSelector, format!("invalid XPath {xpath:?}: {why}"));
+        // The parser recurses per bracket: a hostile expression must not
+        // overflow the coordinator's stack.
+        if xpath.len() > MAX_XPATH {
+            return Err(invalid(format!("it is {} bytes; the limit is {MAX_XPATH}", xpath.len())));
+        }
+        if nesting(xpath) > MAX_NESTING {
+            return Err(invalid(format!("it nests brackets (and unary minuses) more than {MAX_NESTING} deep")));
+        }
         let factory = sxd_xpath::Factory::new();
         let compiled =
             factory.build(xpath).map_err(|e| invalid(e.to_string()))?.ok_or_else(|| invalid("it is empty".into()))?;
@@ -234,6 +242,34 @@ impl Page {
             other => Err(invalid(format!("it selects a {}, not elements", value_kind(&other)))),
         }
     }
+}
+
+/// The longest XPath taken, and the deepest nesting of `(` and `[`.
+const MAX_XPATH: usize = 4096;
+const MAX_NESTING: usize = 32;
+
+/// How deep `xpath` makes the parser recurse, at most: the nesting of `(`
+/// and `[` outside its string literals, plus every `-` that is not inside a
+/// name (a unary minus recurses once each; `resource-id` does not).
+fn nesting(xpath: &str) -> usize {
+    let chars: Vec<char> = xpath.chars().collect();
+    let name = |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || *c == '_' || *c == '.');
+    let (mut depth, mut deepest, mut minuses, mut quote) = (0usize, 0usize, 0usize, None);
+    for (n, &c) in chars.iter().enumerate() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ')' | ']') => depth = depth.saturating_sub(1),
+            (None, '-') if !(n > 0 && name(chars.get(n - 1)) && name(chars.get(n + 1))) => minuses += 1,
+            _ => {}
+        }
+    }
+    deepest + minuses
 }
 
 fn value_kind(value: &sxd_xpath::Value) -> &'static str {
@@ -320,6 +356,25 @@ pub(crate) mod tests {
         let error = page.select("//Button[", None).unwrap_err();
         assert_eq!(error.code, Code::InvalidSelector);
         assert_eq!(page.select("count(//Button)", None).unwrap_err().code, Code::InvalidSelector);
+        let hostile = "(".repeat(1000);
+        assert!(page.select(&hostile, None).unwrap_err().message.contains("more than 32 deep"));
+        assert!(page.select(&"/a".repeat(3000), None).unwrap_err().message.contains("the limit is 4096"));
+        assert_eq!(
+            page.select("//*[@text='((((((((((((((((((((((((((((((((((((']", None).unwrap(),
+            Vec::<usize>::new()
+        );
+        assert!(page.select("//*[@resource-id='login' or @content-desc='x']", None).is_ok(), "names with hyphens pass");
+        // Within the limits, the parser's deepest recursions still fit a
+        // thread's stack (this test runs on one of 2 MiB, as tokio's do).
+        for deep in [
+            "-".repeat(4000) + "1",
+            "1 or ".repeat(800) + "1",
+            "//a".repeat(1300),
+            "(".repeat(30) + "1" + &")".repeat(30),
+            "-".repeat(30) + "1",
+        ] {
+            let _ = page.select(&deep, None);
+        }
     }
 
     #[test]

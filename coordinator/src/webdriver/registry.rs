@@ -104,6 +104,13 @@ pub struct Timeouts {
     pub script: u64,
 }
 
+impl Timeouts {
+    /// How long a find looks again while nothing matches.
+    pub fn implicit(&self) -> Duration {
+        Duration::from_millis(self.implicit)
+    }
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
         Self { implicit: 0, page_load: 300_000, script: 30_000 }

@@ -15,7 +15,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::error::{Code, WdError, WdResult};
-use super::registry::{CallFailure, Session, Timeouts};
+use super::registry::{CallFailure, Session};
 use super::{Answer, Wd, actions, body, page};
 use crate::http::HttpState;
 
@@ -255,11 +255,5 @@ async fn set_context(State(state): State<HttpState>, Path(sid): Path<String>, by
         }
         Some(Value::String(_)) => Err(WdError::no_such_context()),
         Some(other) => Err(WdError::invalid_argument(format!("a context's name is a string, not {other}"))),
-    }
-}
-
-impl Timeouts {
-    pub fn implicit(&self) -> Duration {
-        Duration::from_millis(self.implicit)
     }
 }
