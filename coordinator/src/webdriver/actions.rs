@@ -17,6 +17,8 @@ use super::registry::ELEMENT_KEY;
 const SLOP: f64 = 10.0;
 /// The shortest hold lynkeus is given (its own default).
 const MIN_HOLD_MS: u64 = 50;
+/// The longest gesture taken: a call to the app waits for all of it.
+pub const MAX_GESTURE_MS: u64 = 60_000;
 
 #[derive(Debug, Deserialize)]
 struct Body {
@@ -227,13 +229,13 @@ fn pointer_gestures(
                     ));
                 }
                 if let Some((_, _, _, moving)) = down.as_mut() {
-                    *moving += ms;
+                    *moving = moving.saturating_add(ms);
                 }
             }
             "pointerDown" => down = Some((tick, at, 0, 0)),
             "pause" => {
                 if let Some((_, _, held, _)) = down.as_mut() {
-                    *held += ms;
+                    *held = held.saturating_add(ms);
                 }
             }
             "pointerUp" => {
@@ -243,6 +245,13 @@ fn pointer_gestures(
                         source.id
                     )));
                 };
+                if held.saturating_add(moving) > MAX_GESTURE_MS {
+                    return Err(WdError::invalid_argument(format!(
+                        "pointer {:?} is down for {} ms; a gesture takes at most {MAX_GESTURE_MS} ms",
+                        source.id,
+                        held.saturating_add(moving)
+                    )));
+                }
                 let distance = ((at.0 - from.0).powi(2) + (at.1 - from.1).powi(2)).sqrt();
                 let call = if distance < SLOP {
                     let (x, y) = (from.0.round(), from.1.round());
@@ -331,6 +340,9 @@ mod tests {
         assert_eq!(plan_of(away).unwrap_err().code, Code::MoveTargetOutOfBounds);
         let pen = json!({"actions":[{"type":"pointer","id":"m","parameters":{"pointerType":"laser"},"actions":[]}]});
         assert_eq!(plan_of(pen).unwrap_err().code, Code::InvalidArgument);
+        let forever = json!({"actions":[{"type":"pointer","id":"f","actions":[
+            {"type":"pointerDown"},{"type":"pause","duration":1e30},{"type":"pointerUp"}]}]});
+        assert!(plan_of(forever).unwrap_err().message.contains("at most 60000 ms"));
     }
 
     #[test]

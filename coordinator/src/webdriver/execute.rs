@@ -151,6 +151,12 @@ async fn mobile(
                 (_, Some(ms)) => ms as u64,
                 _ => 1000,
             };
+            if hold_ms > super::actions::MAX_GESTURE_MS {
+                return Err(WdError::invalid_argument(format!(
+                    "{prefix}: {name} holds for {hold_ms} ms; a gesture takes at most {} ms",
+                    super::actions::MAX_GESTURE_MS
+                )));
+            }
             run(press(target, Some(hold_ms))).await
         }
         "hideKeyboard" => call(state, session, "dismissKeyboard", None).await.map(|_| Value::Null),
