@@ -84,6 +84,9 @@ fn worker_on(grid: &mut Grid, name: &str, ports: &[u16]) -> CancellationToken {
 }
 
 async fn grid() -> Grid {
+    // What the grid logged is shown when a test fails (it is captured
+    // otherwise): a run that does not end says why.
+    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
     let (url, cancel) = coordinator().await;
     Grid { url, cancel, sims: Vec::new(), workers: Vec::new() }
 }
@@ -124,8 +127,12 @@ async fn run_to_end(url: &str, request: grpc::SubmitRequest) -> (Vec<RunCase>, V
     let (mut lines, mut infra) = (Vec::new(), Vec::new());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let update =
-            tokio::time::timeout_at(deadline, updates.message()).await.expect("the run ends in time").unwrap().unwrap();
+        let Ok(update) = tokio::time::timeout_at(deadline, updates.message()).await else {
+            let mut fleet = grpc::fleet_client::FleetClient::connect(url.to_owned()).await.unwrap();
+            let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
+            panic!("the run did not end in 120 s; so far {lines:?}, taken back {infra:?}; the fleet: {devices:?}");
+        };
+        let update = update.unwrap().unwrap();
         match update.kind {
             Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
                 infra.push(finished.run_case_json)
