@@ -594,7 +594,7 @@ async fn run_lease(
     }
     // The app as the steps find it: a reconnect during the attempt is then
     // told apart from a relaunch (a fresh app that lost the attempt's state).
-    let before = AppMark::take(driver).await;
+    let mut before = AppMark::watch(driver);
     let recording = match (&slot.config.hooks.record, &files) {
         (Some(command), Ok(dir)) => Recording::of_attempt(command, &placeholders, dir.path(), &case.id, lease.attempt),
         _ => None,
@@ -611,7 +611,10 @@ async fn run_lease(
             film_started: recording.as_ref().map(|r| r.started),
         }),
     };
-    let mut attempt = run_attempt_with(driver, &case, lease.attempt, &context, on_step).await;
+    // The fingerprint is read while the runner lets the reset app settle
+    // (its first call is `idle {300, 5000}`): it costs the attempt no time.
+    let (mut attempt, ()) =
+        tokio::join!(run_attempt_with(driver, &case, lease.attempt, &context, on_step), before.read(driver));
     if let Some(recording) = recording {
         film(&mut attempt, recording).await;
     }

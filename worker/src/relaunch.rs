@@ -35,13 +35,19 @@ pub(crate) struct AppMark {
 }
 
 impl AppMark {
-    /// Subscribes to the driver's events, then reads the app's trace: a
-    /// reconnect after this point is seen.
-    pub(crate) async fn take(driver: &Driver) -> Self {
+    /// Subscribes to the driver's events: a reconnect after this point is
+    /// seen. [`AppMark::read`] then fingerprints the process.
+    pub(crate) fn watch(driver: &Driver) -> Self {
         let events = driver.events();
         let route = driver.hello().and_then(|hello| hello.route.clone());
-        let newest = when_answered(driver, MARK, || newest_event(driver)).await.ok().flatten();
-        Self { route, newest, events }
+        Self { route, newest: None, events }
+    }
+
+    /// Reads the app's trace for the fingerprint. Any event of the process
+    /// will do, so this may overlap the attempt's first calls: a relaunch
+    /// after [`AppMark::watch`] announces itself with a hello either way.
+    pub(crate) async fn read(&mut self, driver: &Driver) {
+        self.newest = when_answered(driver, MARK, || newest_event(driver)).await.ok().flatten();
     }
 
     /// Once the steps have run: `Some(why)` when the app that answered them
