@@ -57,6 +57,7 @@ on_both!(
     the_dashboard_filters_runs_and_reads_cases_across_them,
     a_runs_record_replays_in_order_and_a_cancel_ends_it_whole,
     big_batches_cross_statement_chunks_whole,
+    a_run_that_cannot_be_written_whole_leaves_nothing,
     webdriver_sessions_and_their_commands_are_kept,
 );
 
@@ -106,6 +107,23 @@ async fn webdriver_sessions_and_their_commands_are_kept(store: Store) {
     assert_eq!(kept[7].message.as_deref(), Some("no 'x' <here>"));
     assert_eq!(kept[7].screen_xml.as_deref(), Some("<hierarchy/>"));
     assert!(store.session_commands("s2").await.unwrap().is_empty());
+}
+
+async fn a_run_that_cannot_be_written_whole_leaves_nothing(store: Store) {
+    // A run is written in parts of 500 cases; here the second part repeats
+    // a case of the first, and fails after the first was committed.
+    let mut ids: Vec<String> = (0..600).map(|i| format!("c{i}")).collect();
+    ids[550] = "c10".into();
+    let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+    assert!(store.create_run(&run("half", 1, &names)).await.is_err());
+    assert!(store.open_attempts().await.unwrap().is_empty());
+    assert!(store.run_cases("half").await.unwrap().is_empty());
+    assert!(matches!(store.get_run("half").await, Err(StoreError::NoRun(_))));
+    // Whole runs are what a starting coordinator keeps.
+    store.create_run(&run("whole", 1, &names[..500])).await.unwrap();
+    store.create_run(&run("small", 1, &["a"])).await.unwrap();
+    assert_eq!(store.remove_unwritten_runs().await.unwrap(), 0);
+    assert_eq!(store.open_attempts().await.unwrap().len(), 501);
 }
 
 async fn big_batches_cross_statement_chunks_whole(store: Store) {

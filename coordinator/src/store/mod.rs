@@ -78,6 +78,8 @@ const ROWS_PER_INSERT: usize = 500;
 /// statement of thousands of parameters costs the square of that. Smaller
 /// statements there (found by profiling the grid benchmark).
 const ROWS_PER_INSERT_SQLITE: usize = 50;
+/// Cases per transaction when a run is written (`create_run`).
+const CASES_PER_PART: usize = 500;
 
 /// `($1, $2), ($3, $4)`: the VALUES of a multi-row INSERT.
 fn placeholders(rows: usize, columns: usize) -> String {
@@ -231,10 +233,14 @@ impl Store {
     /// A run, its files, its cases, and one pending attempt per case, in one
     /// transaction.
     pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
+        // The run and its files first, marked unwritten; then its cases in
+        // parts, each its own transaction, so that other writers (the owner
+        // task's results) go between two parts; then the mark comes off.
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO runs (id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, \
-             priority, started_at, manifest_json, detached) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             priority, started_at, manifest_json, detached, written) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0)",
         )
         .bind(&run.id)
         .bind(&run.project)
@@ -260,33 +266,60 @@ impl Store {
             }
             query.execute(&mut *tx).await?;
         }
-        for chunk in run.cases.chunks(self.rows()) {
-            let sql = format!(
-                "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) VALUES {}",
-                placeholders(chunk.len(), 7)
-            );
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for case in chunk {
-                query = query
-                    .bind(&run.id)
-                    .bind(&case.case_id)
-                    .bind(&case.file)
-                    .bind(&case.title)
-                    .bind(case.ordinal)
-                    .bind(case.expected_ms)
-                    .bind(&case.estimate_source);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        let firsts: Vec<PendingTry> = run
-            .cases
-            .iter()
-            .map(|c| PendingTry { run_id: run.id.clone(), case_id: c.case_id.clone(), attempt: 1, try_no: 1 })
-            .collect();
-        insert_pending(&mut tx, &firsts, run.started_at, self.rows()).await?;
         tx.commit().await?;
+        if let Err(error) = self.write_run_cases(run).await {
+            // Nothing half-written stays. Should this fail too, the next
+            // coordinator to start removes the run (`written` is still 0).
+            let removed =
+                sqlx::query("DELETE FROM runs WHERE id = $1 AND written = 0").bind(&run.id).execute(&self.pool).await;
+            if let Err(cleanup) = removed {
+                tracing::warn!(run = %run.id, error = %cleanup, "cannot remove a run whose writing failed; the next start removes it");
+            }
+            return Err(error);
+        }
         Ok(())
+    }
+
+    /// The run's cases and their first attempts, [`CASES_PER_PART`] to a
+    /// transaction, then the mark that the run is whole.
+    async fn write_run_cases(&self, run: &NewRun) -> Result<(), StoreError> {
+        for part in run.cases.chunks(CASES_PER_PART) {
+            let mut tx = self.pool.begin().await?;
+            for chunk in part.chunks(self.rows()) {
+                let sql = format!(
+                    "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) VALUES {}",
+                    placeholders(chunk.len(), 7)
+                );
+                // Built from constants and numbered placeholders only.
+                let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for case in chunk {
+                    query = query
+                        .bind(&run.id)
+                        .bind(&case.case_id)
+                        .bind(&case.file)
+                        .bind(&case.title)
+                        .bind(case.ordinal)
+                        .bind(case.expected_ms)
+                        .bind(&case.estimate_source);
+                }
+                query.execute(&mut *tx).await?;
+            }
+            let firsts: Vec<PendingTry> = part
+                .iter()
+                .map(|c| PendingTry { run_id: run.id.clone(), case_id: c.case_id.clone(), attempt: 1, try_no: 1 })
+                .collect();
+            insert_pending(&mut tx, &firsts, run.started_at, self.rows()).await?;
+            tx.commit().await?;
+        }
+        sqlx::query("UPDATE runs SET written = 1 WHERE id = $1").bind(&run.id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Removes the runs a coordinator stopped while writing (see
+    /// `create_run`): their clients were never told of them. Called before
+    /// the open runs are read back.
+    pub async fn remove_unwritten_runs(&self) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM runs WHERE written = 0").execute(&self.pool).await?.rows_affected())
     }
 
     /// Every attempt not yet finished: what the scheduler rebuilds from.
