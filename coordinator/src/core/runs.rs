@@ -10,7 +10,10 @@ impl Core {
     pub(super) async fn recover(&mut self) -> Result<(), CoreError> {
         let removed = self.store.remove_unwritten_runs().await?;
         if removed > 0 {
-            warn!(runs = removed, "removed runs left half-written by a coordinator that stopped; their clients were never told of them");
+            warn!(
+                runs = removed,
+                "removed runs left half-written by a coordinator that stopped; their clients were never told of them"
+            );
         }
         for row in self.store.open_runs().await? {
             let selector: Selector = serde_json::from_str(&row.selector_json).map_err(|e| {

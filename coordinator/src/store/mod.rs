@@ -280,8 +280,8 @@ impl Store {
         Ok(())
     }
 
-    /// The run's cases and their first attempts, [`CASES_PER_PART`] to a
-    /// transaction, then the mark that the run is whole.
+    /// The run's cases, [`CASES_PER_PART`] to a transaction, then their
+    /// first attempts and the mark that the run is whole.
     async fn write_run_cases(&self, run: &NewRun) -> Result<(), StoreError> {
         for part in run.cases.chunks(CASES_PER_PART) {
             let mut tx = self.pool.begin().await?;
@@ -304,14 +304,21 @@ impl Store {
                 }
                 query.execute(&mut *tx).await?;
             }
-            let firsts: Vec<PendingTry> = part
-                .iter()
-                .map(|c| PendingTry { run_id: run.id.clone(), case_id: c.case_id.clone(), attempt: 1, try_no: 1 })
-                .collect();
-            insert_pending(&mut tx, &firsts, run.started_at, self.rows()).await?;
             tx.commit().await?;
         }
-        sqlx::query("UPDATE runs SET written = 1 WHERE id = $1").bind(&run.id).execute(&self.pool).await?;
+        // Every case's first attempt, made from the cases by the database
+        // (one statement, not a bound row per case), with the mark.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) \
+             SELECT run_id, case_id, 1, 1, 'pending', $2 FROM cases WHERE run_id = $1",
+        )
+        .bind(&run.id)
+        .bind(run.started_at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE runs SET written = 1 WHERE id = $1").bind(&run.id).execute(&mut *tx).await?;
+        tx.commit().await?;
         Ok(())
     }
 
