@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::camera::{HookCamera, Recording};
+use crate::camera::{AttemptFiles, HookCamera, Recording};
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
@@ -571,10 +571,7 @@ async fn run_lease(
     let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
     // The attempt's screenshots and film are written here, shipped with its
     // result, and removed with the folder.
-    let files = tempfile::Builder::new().prefix("argus-attempt-").tempdir();
-    if let Err(error) = &files {
-        warn!(%error, "cannot make a folder for the attempt's screenshots; it runs without them");
-    }
+    let files = AttemptFiles::new();
     let camera = slot.config.hooks.screenshot.as_ref().map(|command| {
         Arc::new(HookCamera { command: command.clone(), placeholders: placeholders.clone() }) as Arc<dyn Camera>
     });
@@ -595,17 +592,19 @@ async fn run_lease(
     // The app as the steps find it: a reconnect during the attempt is then
     // told apart from a relaunch (a fresh app that lost the attempt's state).
     let mut before = AppMark::watch(driver);
-    let recording = match (&slot.config.hooks.record, &files) {
-        (Some(command), Ok(dir)) => Recording::of_attempt(command, &placeholders, dir.path(), &case.id, lease.attempt),
-        _ => None,
-    };
+    let recording = slot
+        .config
+        .hooks
+        .record
+        .as_ref()
+        .and_then(|command| Recording::of_attempt(command, &placeholders, files.root(), &case.id, lease.attempt));
     let context = RunContext {
         config: CasesConfig { fixtures: None, ..config },
         project: Arc::new(project),
         collect_events: true,
         keep_going: false,
-        pictures: files.as_ref().ok().map(|dir| Pictures {
-            root: dir.path().into(),
+        pictures: Some(Pictures {
+            root: files.root().into(),
             every_step: false,
             camera,
             film_started: recording.as_ref().map(|r| r.started),
@@ -638,9 +637,7 @@ async fn run_lease(
         (s.status == StepStatus::Failed && INFRASTRUCTURE.iter().any(|m| error.contains(m)))
             .then(|| format!("{}: {error}", s.step))
     });
-    if let Ok(dir) = &files
-        && crate::camera::ship(out, lease, dir.path(), &mut attempt).await.is_err()
-    {
+    if crate::camera::ship(out, lease, files.root(), &mut attempt).await.is_err() {
         warn!("the link closed while the attempt's files were sent");
     }
     grpc::AttemptResult {
