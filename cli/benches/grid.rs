@@ -31,6 +31,10 @@ use hdrhistogram::Histogram;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+// The allocator the `argus` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const DEVICES_PER_WORKER: usize = 50;
 
 fn free_port() -> u16 {

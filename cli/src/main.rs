@@ -1,5 +1,11 @@
 //! `argus`: one binary, thin; each command lives in its own module.
 
+// The coordinator, workers and simulated apps allocate and free many small
+// buffers per attempt; glibc's allocator was a quarter of the grid's CPU at
+// 500 devices (the grid benchmark, which uses the same allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod call;
 mod cases;
 mod demo;
