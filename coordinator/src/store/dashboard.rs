@@ -9,7 +9,8 @@ impl Store {
     /// Runs newest first, filtered; `limit + 1` rows are asked for, so that
     /// the caller knows whether there is a next page.
     pub async fn runs_page(&self, filter: &RunFilter, offset: u32, limit: u32) -> Result<Vec<RunRow>, StoreError> {
-        let mut clauses: Vec<String> = Vec::new();
+        // A run still being written (see `create_run`) is not listed yet.
+        let mut clauses: Vec<String> = vec!["written = 1".into()];
         let mut texts: Vec<String> = Vec::new();
         let mut numbers: Vec<i64> = Vec::new();
         for (column, value) in [("project", &filter.project), ("branch", &filter.branch)] {
@@ -43,7 +44,7 @@ impl Store {
         if let Some(to) = filter.to {
             number(to, "started_at <", &mut numbers);
         }
-        let filters = if clauses.is_empty() { String::new() } else { format!(" WHERE {}", clauses.join(" AND ")) };
+        let filters = format!(" WHERE {}", clauses.join(" AND "));
         let at = texts.len() + numbers.len();
         let sql = format!(
             "{}{filters} ORDER BY started_at DESC, id DESC LIMIT ${} OFFSET ${}",

@@ -906,7 +906,7 @@ impl Store {
 }
 
 const RUN_COLUMNS_BY_ID: &str = concat!(run_select!(), " WHERE id = $1");
-const RUN_COLUMNS_NEWEST: &str = concat!(run_select!(), " ORDER BY started_at DESC LIMIT $1");
+const RUN_COLUMNS_NEWEST: &str = concat!(run_select!(), " WHERE written = 1 ORDER BY started_at DESC LIMIT $1");
 const RUN_COLUMNS_OPEN: &str = concat!(run_select!(), " WHERE finished_at IS NULL ORDER BY started_at");
 
 /// Pending attempts, one statement per chunk. Idempotent: a try whose
