@@ -7,7 +7,7 @@
 //!
 //! The app's trace tells the two apart exactly: its events are numbered from
 //! 1 in each process and stamped with the app's clock (`{seq, t}`), so the
-//! newest event when the steps start is a fingerprint of the process. After
+//! newest event read as the attempt starts is a fingerprint of the process. After
 //! a reconnect the same process still has that event, unchanged; a new one
 //! either has not reached that number or stamped it at another time.
 
