@@ -1,10 +1,16 @@
-// Included by the build scripts of the crates whose tests need a service of
-// the machine: Postgres (`ARGUS_TEST_POSTGRES_URL`) or a browser
-// (`chromedriver` on the PATH). Such a test carries
-// `#[cfg_attr(not(argus_postgres), ignore = "…")]` (or `argus_browser`): it
-// runs when the service is there and is reported `ignored`, never `ok`, when
-// it is not. Under `CI=true` a missing service stops the build: `.ci/run`
-// starts Postgres and installs the browser before it builds anything.
+// Included by the build scripts of the crates whose tests need something of
+// the machine: Postgres (`ARGUS_TEST_POSTGRES_URL`), a browser
+// (`ARGUS_TEST_BROWSER=1`, with chromedriver and chromium on the PATH) or the
+// real WebDriver clients (`ARGUS_TEST_CLIENTS=1`, after
+// `scripts/test-clients.sh`). Such a test carries
+// `#[cfg_attr(not(argus_postgres), ignore = "…")]` (or `argus_browser`,
+// `argus_clients`): it runs when its variable says the service is there and
+// is reported `ignored`, never `ok`, when it is not. Under `CI=true` a missing
+// one stops the build: `.ci/run` starts Postgres, installs the browser and
+// the clients, and sets the variables before it builds anything.
+//
+// Only variables are watched, never a path: a path that does not exist makes
+// cargo run the script (and rebuild the crate) on every build.
 
 fn postgres_tests() {
     println!("cargo:rerun-if-env-changed=ARGUS_TEST_POSTGRES_URL");
@@ -19,19 +25,37 @@ fn postgres_tests() {
 
 #[allow(dead_code)]
 fn browser_tests() {
-    println!("cargo:rerun-if-env-changed=PATH");
+    println!("cargo:rerun-if-env-changed=ARGUS_TEST_BROWSER");
+    println!("cargo:rerun-if-env-changed=CI");
     println!("cargo::rustc-check-cfg=cfg(argus_browser)");
-    let on_path = |name: &str| {
-        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
-    };
-    // Rerun when one is installed (a path that does not exist yet reruns
-    // every build, which costs nothing here).
-    println!("cargo:rerun-if-changed=/usr/bin/chromedriver");
-    if on_path("chromedriver") && (on_path("chromium") || on_path("chromium-browser") || on_path("google-chrome")) {
+    if switched_on("ARGUS_TEST_BROWSER") {
+        let on_path = |name: &str| {
+            std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+        };
+        let browser = ["chromium", "chromium-browser", "google-chrome"].iter().any(|name| on_path(name));
+        if !on_path("chromedriver") || !browser {
+            panic!("ARGUS_TEST_BROWSER=1 but chromedriver and chromium are not both on the PATH");
+        }
         println!("cargo:rustc-cfg=argus_browser");
     } else if under_ci() {
-        panic!("CI=true but chromedriver and chromium are not on the PATH: install them first (.ci/run does)");
+        panic!("CI=true but ARGUS_TEST_BROWSER is not 1: install chromium and chromedriver and set it (.ci/run does)");
     }
+}
+
+#[allow(dead_code)]
+fn client_tests() {
+    println!("cargo:rerun-if-env-changed=ARGUS_TEST_CLIENTS");
+    println!("cargo:rerun-if-env-changed=CI");
+    println!("cargo::rustc-check-cfg=cfg(argus_clients)");
+    if switched_on("ARGUS_TEST_CLIENTS") {
+        println!("cargo:rustc-cfg=argus_clients");
+    } else if under_ci() {
+        panic!("CI=true but ARGUS_TEST_CLIENTS is not 1: run scripts/test-clients.sh and set it (.ci/run does)");
+    }
+}
+
+fn switched_on(variable: &str) -> bool {
+    std::env::var(variable).is_ok_and(|v| v == "1" || v == "true")
 }
 
 fn under_ci() -> bool {

@@ -2,4 +2,5 @@ include!("../build-support/test_services.rs");
 
 fn main() {
     postgres_tests();
+    client_tests();
 }

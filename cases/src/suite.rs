@@ -2,7 +2,7 @@
 //! One bad file refuses the whole suite, with every problem listed.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::config::CasesConfig;
 use crate::error::CaseError;
@@ -46,16 +46,74 @@ fn is_case_file(path: &Path) -> bool {
         && !matches!(upper.as_str(), "README.MD" | "FORMAT.MD" | "CATALOG.MD")
 }
 
-/// How a path is shown: relative to `cwd` when it lies under it.
+/// How a path is shown in a problem: relative to `cwd` when it lies under it.
 fn shown(path: &Path, cwd: &Path) -> String {
-    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+    normal(path).strip_prefix(cwd).map(Path::to_path_buf).unwrap_or_else(|_| normal(path)).display().to_string()
+}
+
+/// `path` with `.` and `..` resolved by their names alone, not through the
+/// file system: a symlinked folder keeps the name it was given.
+fn normal(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push(part);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A suite read from disk: its cases, named relative to `root`.
+#[derive(Debug)]
+pub struct Suite {
+    /// The folder every case's `file` is relative to: where the run started
+    /// when every file lies under it, else the folder that holds what was
+    /// named (the parent of a named folder, so `/ci/app/cases` gives
+    /// `cases/a.md`, as lynkeus names a project's cases).
+    pub root: PathBuf,
+    pub cases: Vec<Case>,
+}
+
+impl Suite {
+    /// Where the file a case came from is on disk.
+    pub fn path_of(&self, file: &str) -> PathBuf {
+        self.root.join(file)
+    }
+}
+
+/// The folder a suite's names are relative to (see [`Suite::root`]).
+fn suite_root(named: &[PathBuf], cwd: &Path) -> PathBuf {
+    let cwd = normal(cwd);
+    let named: Vec<PathBuf> = named.iter().map(|p| normal(p)).collect();
+    if named.iter().all(|p| p.starts_with(&cwd)) {
+        return cwd;
+    }
+    let holders = named.iter().map(|p| p.parent().map(Path::to_path_buf).unwrap_or_else(|| p.clone()));
+    holders
+        .reduce(|common, next| {
+            let mut shared = PathBuf::new();
+            for (a, b) in common.components().zip(next.components()) {
+                if a != b {
+                    break;
+                }
+                shared.push(a);
+            }
+            shared
+        })
+        .unwrap_or(cwd)
 }
 
 /// The case files `paths` name (a directory stands for its `*.md` files,
-/// sorted by name); with no paths, the configured cases directory.
+/// sorted by name); with no paths, the configured cases directory. Each is
+/// absolute, or relative to `cwd` (`./x`, `../sibling/cases`).
 pub fn discover(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<PathBuf>, Vec<CaseError>> {
-    let roots: Vec<PathBuf> =
-        if paths.is_empty() { vec![config.dir.clone()] } else { paths.iter().map(|p| cwd.join(p)).collect() };
+    let roots = named_roots(paths, config, cwd);
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for root in roots {
@@ -84,13 +142,21 @@ pub fn discover(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<V
     if errors.is_empty() { Ok(files) } else { Err(errors) }
 }
 
-/// Parses and checks every file; all problems, or every case in order.
-pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<Case>, Vec<CaseError>> {
+fn named_roots(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Vec<PathBuf> {
+    if paths.is_empty() { vec![cwd.join(&config.dir)] } else { paths.iter().map(|p| cwd.join(p)).collect() }
+}
+
+/// Parses and checks every file: all problems, or the suite. Each case's
+/// `file` is relative to the suite's root, so it never climbs out of it,
+/// wherever the files lie.
+pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Suite, Vec<CaseError>> {
     let files = discover(paths, config, cwd)?;
+    let root = suite_root(&named_roots(paths, config, cwd), cwd);
     let mut sources = Vec::new();
     let mut errors = Vec::new();
     for path in &files {
-        let file = shown(path, cwd);
+        let file =
+            normal(path).strip_prefix(&root).map(|p| p.display().to_string()).unwrap_or_else(|_| shown(path, cwd));
         match std::fs::read(path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => sources.push((file, text)),
@@ -101,7 +167,7 @@ pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Vec<C
     }
     let shown_dir = shown(&config.dir, cwd);
     match check_sources(&sources, config, &shown_dir) {
-        Ok(cases) if errors.is_empty() => Ok(cases),
+        Ok(cases) if errors.is_empty() => Ok(Suite { root, cases }),
         Ok(_) => Err(errors),
         Err(more) => {
             errors.extend(more);
@@ -174,7 +240,7 @@ pub fn path_problem(path: &str) -> Option<String> {
     }
     let as_path = Path::new(path);
     if as_path.is_absolute() || path.starts_with('/') || path.starts_with('\\') {
-        return Some("a case file's path must be relative to where the run started".into());
+        return Some("a case file's path must be relative to the suite's folder".into());
     }
     if as_path.components().any(|c| matches!(c, std::path::Component::ParentDir))
         || path.split(['/', '\\']).any(|part| part == "..")
@@ -420,7 +486,7 @@ mod tests {
         );
         assert_eq!(
             errors("/etc/x.md", "---\nid: x\n---\nsteps: []\n"),
-            ["/etc/x.md: a case file's path must be relative to where the run started"]
+            ["/etc/x.md: a case file's path must be relative to the suite's folder"]
         );
         assert_eq!(
             errors("cases/a\u{0}.md", ""),
@@ -496,7 +562,7 @@ mod tests {
             ("cases/notes.txt", "nope"),
         ]);
         let config = CasesConfig::defaults(&root);
-        let cases = load(&[], &config, &root).unwrap();
+        let cases = load(&[], &config, &root).unwrap().cases;
         let ids: Vec<&str> = cases.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["a", "b"]);
         assert_eq!(cases[0].file, "cases/a.md");
@@ -548,6 +614,39 @@ mod tests {
         assert_eq!(errors[0].to_string(), "nowhere: no such file or directory");
         let errors = load(&[], &CasesConfig::defaults(&root), &root).unwrap_err();
         assert_eq!(errors[0].to_string(), "cases: no case files (*.md) here");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_suite_anywhere_is_named_from_its_own_folder() {
+        let root = project(&[
+            ("e2e/cases/a.md", "---\nid: a\n---\nsteps: []\n"),
+            ("e2e/cases/b c\u{e9}.md", "---\nid: b\n---\nsteps: []\n"),
+            ("ios/build/.keep", ""),
+        ]);
+        let config = CasesConfig::defaults(&root);
+        let files = |suite: Suite| -> (PathBuf, Vec<String>) {
+            (suite.root, suite.cases.into_iter().map(|c| c.file).collect())
+        };
+        let names = vec!["cases/a.md".to_owned(), "cases/b c\u{e9}.md".to_owned()];
+        // From the project: relative to where the run started, as before.
+        let (_, found) = files(load(&[PathBuf::from("e2e/cases")], &config, &root).unwrap());
+        assert_eq!(found, ["e2e/cases/a.md", "e2e/cases/b c\u{e9}.md"]);
+        // From another folder: `../`, absolute, `.` inside, odd names.
+        let elsewhere = root.join("ios/build");
+        let (at, found) = files(load(&[PathBuf::from("../../e2e/cases")], &config, &elsewhere).unwrap());
+        assert_eq!((at, found), (root.join("e2e"), names.clone()));
+        let (_, found) = files(load(&[root.join("e2e/cases")], &config, &elsewhere).unwrap());
+        assert_eq!(found, names);
+        let (at, found) = files(load(&[root.join("e2e/./cases/a.md")], &config, &elsewhere).unwrap());
+        assert_eq!((at, found), (root.join("e2e/cases"), vec!["a.md".to_owned()]));
+        // A symlinked folder keeps the name it was given.
+        std::os::unix::fs::symlink(root.join("e2e/cases"), root.join("ios/linked")).unwrap();
+        let (_, found) = files(load(&[PathBuf::from("linked")], &config, &root.join("ios")).unwrap());
+        assert_eq!(found, ["linked/a.md", "linked/b c\u{e9}.md"]);
+        for name in found {
+            assert_eq!(path_problem(&name), None);
+        }
         std::fs::remove_dir_all(root).unwrap();
     }
 }

@@ -84,12 +84,12 @@ pub async fn run(command: Command) -> ExitCode {
 }
 
 /// The project's configuration and the suite it names, or the problems.
-pub fn load_suite(paths: &[PathBuf]) -> Result<(CasesConfig, Vec<argus_cases::Case>), Vec<CaseError>> {
+pub fn load_suite(paths: &[PathBuf]) -> Result<(CasesConfig, suite::Suite), Vec<CaseError>> {
     let cwd = std::env::current_dir().map_err(|e| vec![CaseError::new(".", None, e.to_string())])?;
     let lynkeus_config = std::env::var("LYNKEUS_CONFIG").ok();
     let config = CasesConfig::load(&cwd, lynkeus_config.as_deref()).map_err(|e| vec![e])?;
-    let cases = suite::load(paths, &config, &cwd)?;
-    Ok((config, cases))
+    let suite = suite::load(paths, &config, &cwd)?;
+    Ok((config, suite))
 }
 
 /// The project a suite belongs to when none is named: the folder it runs
@@ -110,8 +110,8 @@ pub fn report(errors: &[CaseError]) -> ExitCode {
 }
 
 fn check(args: CheckArgs) -> ExitCode {
-    let (_, cases) = match load_suite(&args.paths) {
-        Ok(loaded) => loaded,
+    let cases = match load_suite(&args.paths) {
+        Ok((_, suite)) => suite.cases,
         Err(errors) => return report(&errors),
     };
     let extensions = suite::lynkeus_extensions(&cases);
@@ -151,7 +151,7 @@ fn setup_failed(message: impl std::fmt::Display) -> ExitCode {
 
 async fn run_cases(args: RunArgs) -> ExitCode {
     let (config, cases) = match load_suite(&args.paths) {
-        Ok(loaded) => loaded,
+        Ok((config, suite)) => (config, suite.cases),
         Err(errors) => return report(&errors),
     };
     let Ok(attach_timeout) = Duration::try_from_secs_f64(args.attach_timeout) else {

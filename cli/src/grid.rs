@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use argus_coordinator::store::Store;
+use argus_coordinator::store::{Backend, Store};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, fleet_client::FleetClient, runs_client::RunsClient};
 use argus_proto::run::RunManifest;
@@ -25,9 +25,22 @@ pub const DEFAULT_DATABASE: &str = "sqlite:argus.db";
 
 #[derive(clap::Args)]
 pub struct StoreArgs {
-    /// postgres://… for a team, sqlite:FILE embedded.
-    #[arg(long, env = "ARGUS_DATABASE_URL", default_value = DEFAULT_DATABASE, hide_env_values = true)]
-    pub database_url: String,
+    /// postgres://… for a team, sqlite:FILE embedded [default: sqlite:argus.db].
+    #[arg(long, env = "ARGUS_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// The database URL read from a file (only its owner and group may read
+    /// it), in place of --database-url.
+    #[arg(long, env = "ARGUS_DATABASE_URL_FILE", value_name = "FILE")]
+    database_url_file: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    /// The database to open: given, read from its file, or the default.
+    pub fn url(&self) -> Result<String, String> {
+        let mut url = self.database_url.clone();
+        settings::secret_from_file("database_url", &mut url, self.database_url_file.as_deref())?;
+        Ok(url.unwrap_or_else(|| DEFAULT_DATABASE.to_owned()))
+    }
 }
 
 #[derive(clap::Args)]
@@ -50,13 +63,14 @@ impl ViewArgs {
         let given = settings::ClientGiven {
             coordinator: self.coordinator.clone(),
             token: self.token.clone(),
+            token_file: self.token_file.clone(),
             tls_ca: self.tls_ca.clone(),
             project: None,
         };
         let loaded =
             settings::load::<settings::ClientSettings>(command, "client", self.config.as_deref(), &given, matches, &[])
                 .map_err(|e| format!("{command}: {e}"))?;
-        let settings = loaded.settings;
+        let settings = loaded.settings.with_secret_file().map_err(|e| format!("{command}: {e}"))?;
         Ok(Target {
             url: settings.coordinator.unwrap_or_else(|| "http://127.0.0.1:7171".into()),
             token: settings.token,
@@ -101,6 +115,23 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_READ_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     read_token: Option<String>,
+    /// The database URL read from a file (a secret's file: only its owner
+    /// and group may read it), in place of --database-url.
+    #[arg(long, env = "ARGUS_DATABASE_URL_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url_file: Option<PathBuf>,
+    /// The worker token read from a file, in place of --worker-token.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_token_file: Option<PathBuf>,
+    /// The client token read from a file, in place of --client-token.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_token_file: Option<PathBuf>,
+    /// The read token read from a file, in place of --read-token.
+    #[arg(long, env = "ARGUS_READ_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_token_file: Option<PathBuf>,
     /// The gRPC address workers and clients connect to [default: 127.0.0.1:7171].
     #[arg(long, env = "ARGUS_LISTEN")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,8 +161,9 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_CLIENT_GRACE", value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     client_grace: Option<u64>,
-    /// One of several coordinators on one Postgres: serve only while holding
-    /// its lock, and stand by (health NOT_SERVING) while another does.
+    /// Accepted for older configurations: on Postgres every coordinator
+    /// serves only while it holds the database's lock and stands by (health
+    /// NOT_SERVING) while another does. SQLite refuses it.
     #[arg(long, env = "ARGUS_STANDBY", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     standby: Option<bool>,
@@ -146,6 +178,10 @@ pub struct CoordinatorSettings {
     pub worker_token: Option<String>,
     pub client_token: Option<String>,
     pub read_token: Option<String>,
+    pub database_url_file: Option<PathBuf>,
+    pub worker_token_file: Option<PathBuf>,
+    pub client_token_file: Option<PathBuf>,
+    pub read_token_file: Option<PathBuf>,
     pub listen: SocketAddr,
     pub http: SocketAddr,
     pub public_url: Option<String>,
@@ -163,6 +199,10 @@ impl Default for CoordinatorSettings {
             worker_token: None,
             client_token: None,
             read_token: None,
+            database_url_file: None,
+            worker_token_file: None,
+            client_token_file: None,
+            read_token_file: None,
             listen: DEFAULT_LISTEN.parse().expect("a socket address"),
             http: DEFAULT_HTTP.parse().expect("a socket address"),
             public_url: None,
@@ -171,6 +211,22 @@ impl Default for CoordinatorSettings {
             client_grace: 60,
             standby: false,
         }
+    }
+}
+
+impl CoordinatorSettings {
+    /// Reads the secrets named as files into their settings.
+    /// `url_given`: whether `database_url` was set anywhere (not defaulted).
+    fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
+        settings::secret_from_file("worker_token", &mut self.worker_token, self.worker_token_file.as_deref())?;
+        settings::secret_from_file("client_token", &mut self.client_token, self.client_token_file.as_deref())?;
+        settings::secret_from_file("read_token", &mut self.read_token, self.read_token_file.as_deref())?;
+        let mut url = url_given.then(|| self.database_url.clone());
+        settings::secret_from_file("database_url", &mut url, self.database_url_file.as_deref())?;
+        if let Some(url) = url {
+            self.database_url = url;
+        }
+        Ok(())
     }
 }
 
@@ -269,6 +325,15 @@ pub struct WorkerArgs {
     #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     app_token: Option<String>,
+    /// The worker token read from a file (only its owner and group may read
+    /// it), in place of --token.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_file: Option<PathBuf>,
+    /// The apps' token read from a file, in place of --app-token.
+    #[arg(long, env = "ARGUS_APP_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    app_token_file: Option<PathBuf>,
     /// Serve Prometheus metrics (/metrics) and /healthz on this address.
     #[arg(long, env = "ARGUS_WORKER_METRICS", value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -287,6 +352,8 @@ pub struct WorkerSettings {
     pub platform: String,
     pub driver_host: String,
     pub app_token: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub app_token_file: Option<PathBuf>,
     pub metrics: Option<SocketAddr>,
     /// The file's `[[slot]]` tables.
     #[serde(default, skip_serializing)]
@@ -304,6 +371,8 @@ impl Default for WorkerSettings {
             platform: "ios".into(),
             driver_host: "127.0.0.1".into(),
             app_token: None,
+            token_file: None,
+            app_token_file: None,
             metrics: None,
             slot: Vec::new(),
         }
@@ -339,6 +408,10 @@ pub struct ViewArgs {
     /// The coordinator's client token, if it requires one.
     #[arg(long, global = true, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The client token read from a file (only its owner and group may read
+    /// it), in place of --token.
+    #[arg(long, global = true, env = "ARGUS_CLIENT_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// The CA certificate (PEM) of an https:// coordinator, if private.
     #[arg(long, global = true, env = "ARGUS_TLS_CA")]
     tls_ca: Option<PathBuf>,
@@ -453,7 +526,12 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         settings::print(&loaded);
         return ExitCode::SUCCESS;
     }
-    let settings = loaded.settings;
+    let url_given =
+        loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
+    let mut settings = loaded.settings;
+    if let Err(error) = settings.read_secret_files(url_given) {
+        return failed("coordinator", error);
+    }
     if let Some(url) = &settings.public_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -481,7 +559,11 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
     };
     let shutdown = stop_on_signal();
     let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    if settings.standby {
+    // On Postgres every coordinator competes for the lock, flags or not: two
+    // active on one database would each take workers and clients of their
+    // own (a rolling update, a unit started on a second host). `--standby`
+    // says the same; on SQLite, one process's database, it is refused.
+    if settings.standby || store.backend() == Backend::Postgres {
         let lead = match argus_coordinator::standby::until_leading(&store, listener, http, &shutdown).await {
             Ok(Some(lead)) => lead,
             Ok(None) => return ExitCode::SUCCESS,
@@ -497,7 +579,7 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
                 return failed("coordinator", format!("cannot take over the ports: {error}"));
             }
         };
-        argus_coordinator::standby::keep_leading(lead, shutdown.clone(), lost.clone());
+        argus_coordinator::standby::keep_leading(store.clone(), lead, shutdown.clone(), lost.clone());
     }
     let artifacts = match open_artifacts(&settings.artifacts) {
         Ok(artifacts) => artifacts,
@@ -540,6 +622,13 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let mut settings = loaded.settings;
+    let secrets =
+        settings::secret_from_file("token", &mut settings.token, settings.token_file.as_deref()).and_then(|()| {
+            settings::secret_from_file("app_token", &mut settings.app_token, settings.app_token_file.as_deref())
+        });
+    if let Err(error) = secrets {
+        return failed("worker", error);
+    }
     if args.discover {
         let apps = argus_worker::discover::Apps {
             ios_bundle: args.ios_bundle.clone(),
@@ -670,18 +759,13 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
     if args.slots.ports.is_none() {
         return failed("standalone", "give the devices' driver ports: --ports 8123-8126");
     }
+    let database_url = match args.store.url() {
+        Ok(url) => url,
+        Err(error) => return failed("standalone", error),
+    };
     log_slots(&args.slots.slots());
     let http = args.http;
-    match start_local(
-        &args.store.database_url,
-        &args.artifacts.artifacts,
-        args.listen,
-        Some(http),
-        &args.slots,
-        &cancel,
-    )
-    .await
-    {
+    match start_local(&database_url, &args.artifacts.artifacts, args.listen, Some(http), &args.slots, &cancel).await {
         Ok(url) => tracing::info!(
             grpc = %url,
             dashboard = %format!("http://{http}/"),
@@ -696,10 +780,14 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
 }
 
 pub async fn migrate(args: StoreArgs) -> ExitCode {
-    match Store::open(&args.database_url).await {
+    let database_url = match args.url() {
+        Ok(url) => url,
+        Err(error) => return failed("migrate", error),
+    };
+    match Store::open(&database_url).await {
         Ok(store) => {
             store.close().await;
-            eprintln!("argus migrate: {} is up to date", argus_coordinator::store::redact_url(&args.database_url));
+            eprintln!("argus migrate: {} is up to date", argus_coordinator::store::redact_url(&database_url));
             ExitCode::SUCCESS
         }
         Err(error) => failed("migrate", error),

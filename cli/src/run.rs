@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// The coordinator's client token, if it requires one.
     #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// The client token read from a file (only its owner and group may read
+    /// it), in place of --token.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// The CA certificate (PEM) of an https:// coordinator, if private.
     #[arg(long, env = "ARGUS_TLS_CA")]
     tls_ca: Option<PathBuf>,
@@ -138,6 +142,7 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     let given = crate::settings::ClientGiven {
         coordinator: args.coordinator.clone(),
         token: args.token.clone(),
+        token_file: args.token_file.clone(),
         tls_ca: args.tls_ca.clone(),
         project: args.project.clone(),
     };
@@ -156,13 +161,17 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
         crate::settings::print(&loaded);
         return ExitCode::SUCCESS;
     }
-    let client = loaded.settings;
+    let client = match loaded.settings.with_secret_file() {
+        Ok(client) => client,
+        Err(error) => return usage(error),
+    };
     (args.coordinator, args.token, args.tls_ca, args.project) =
         (client.coordinator, client.token, client.tls_ca, client.project);
-    let (cases_config, cases) = match load_suite(&args.paths) {
+    let (cases_config, suite) = match load_suite(&args.paths) {
         Ok(loaded) => loaded,
         Err(errors) => return report(&errors),
     };
+    let cases = &suite.cases;
     // Fixtures and exec commands run here, where the suite and its
     // credentials are; the workers relay each call to this process.
     let project_steps: Vec<CaseError> = cases
@@ -203,7 +212,7 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
     let mut sources = Vec::new();
     for file in files {
-        match std::fs::read_to_string(cwd.join(file)) {
+        match std::fs::read_to_string(suite.path_of(file)) {
             Ok(source) => sources.push(grpc::CaseFile { path: file.to_owned(), source }),
             Err(error) => return usage(format!("{file}: {error}")),
         }

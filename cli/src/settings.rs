@@ -228,9 +228,18 @@ pub struct ClientSettings {
     /// The coordinator's gRPC URL, or several (an active one and its standbys).
     pub coordinator: Option<String>,
     pub token: Option<String>,
+    pub token_file: Option<PathBuf>,
     pub tls_ca: Option<PathBuf>,
     /// The project runs are filed under.
     pub project: Option<String>,
+}
+
+impl ClientSettings {
+    /// The settings with the token read from `token_file`, if one is named.
+    pub fn with_secret_file(mut self) -> Result<Self, String> {
+        secret_from_file("token", &mut self.token, self.token_file.as_deref())?;
+        Ok(self)
+    }
 }
 
 /// A client's flags and variables, as the layer above the file.
@@ -241,7 +250,101 @@ pub struct ClientGiven {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
+}
+
+/// A secret handed over as a file (a Docker or Kubernetes secret, systemd's
+/// `LoadCredential=`, a file only its owner reads): its contents without the
+/// line end. A file that is missing, unreadable, empty or readable by every
+/// user is refused, with `key` and its path named.
+pub fn read_secret(key: &str, path: &Path) -> Result<String, String> {
+    let named = format!("{key} {}", path.display());
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{named}: no such file"),
+        _ => format!("{named}: {e}"),
+    })?;
+    if !meta.is_file() {
+        return Err(format!("{named}: not a file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o004 != 0 {
+            return Err(format!(
+                "{named}: every user may read it (mode {mode:03o}); let only its owner (and group) read it: chmod o-r"
+            ));
+        }
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{named}: {e}"))?;
+    let secret = text.trim_end_matches(['\n', '\r']);
+    if secret.is_empty() {
+        return Err(format!("{named}: the file is empty"));
+    }
+    Ok(secret.to_owned())
+}
+
+/// Fills `value` from `file` when a file is named: the secret given one way
+/// or the other, never both (`key` names it in the refusal).
+pub fn secret_from_file(key: &str, value: &mut Option<String>, file: Option<&Path>) -> Result<(), String> {
+    let Some(file) = file else { return Ok(()) };
+    if value.is_some() {
+        return Err(format!("{key} and {key}_file are both given: give the secret one way"));
+    }
+    *value = Some(read_secret(&format!("{key}_file"), file)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn file(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_secret_file_is_read_or_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let owner = file(dir.path(), "owner", "s3cret\n", 0o600);
+        let group = file(dir.path(), "group", "s3cret\r\n", 0o440);
+        let everyone = file(dir.path(), "everyone", "s3cret\n", 0o644);
+        let empty = file(dir.path(), "empty", "\n", 0o600);
+        assert_eq!(read_secret("token_file", &owner).unwrap(), "s3cret");
+        assert_eq!(read_secret("token_file", &group).unwrap(), "s3cret");
+        let refused = read_secret("token_file", &everyone).unwrap_err();
+        assert_eq!(
+            refused,
+            format!(
+                "token_file {}: every user may read it (mode 644); let only its owner (and group) read it: chmod o-r",
+                everyone.display()
+            )
+        );
+        assert_eq!(
+            read_secret("token_file", &empty).unwrap_err(),
+            format!("token_file {}: the file is empty", empty.display())
+        );
+        let missing = dir.path().join("missing");
+        assert_eq!(
+            read_secret("token_file", &missing).unwrap_err(),
+            format!("token_file {}: no such file", missing.display())
+        );
+        let mut value = Some("inline".to_owned());
+        assert_eq!(
+            secret_from_file("token", &mut value, Some(&owner)).unwrap_err(),
+            "token and token_file are both given: give the secret one way"
+        );
+        let mut value = None;
+        secret_from_file("token", &mut value, Some(&owner)).unwrap();
+        assert_eq!(value.as_deref(), Some("s3cret"));
+    }
 }

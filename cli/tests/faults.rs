@@ -760,7 +760,7 @@ fn wait_for_health(http: &str, status: u16, within: Duration) -> Duration {
 
 #[test]
 #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
-fn a_standby_coordinator_takes_over_when_the_active_one_is_killed() {
+fn two_coordinators_on_one_postgres_are_one_active_and_a_standby_that_takes_over() {
     let database = database(None);
     let dir = temp_dir("standby");
     std::fs::create_dir_all(dir.join("cases")).unwrap();
@@ -768,13 +768,24 @@ fn a_standby_coordinator_takes_over_when_the_active_one_is_killed() {
     let ends: Vec<(String, String)> =
         (0..2).map(|_| (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()))).collect();
     let coordinator = |(listen, http): &(String, String)| {
-        let args = ["coordinator", "--database-url", &database, "--listen", listen, "--http", http, "--standby"];
+        // No flag: on Postgres every coordinator competes for the lock.
+        let args = ["coordinator", "--database-url", &database, "--listen", listen, "--http", http];
         Killed(spawn(&args, &dir))
     };
     let active = coordinator(&ends[0]);
     wait_for_health(&ends[0].1, 200, Duration::from_secs(20));
     let standby = coordinator(&ends[1]);
     wait_for_health(&ends[1].1, 503, Duration::from_secs(20));
+    let url = database.clone();
+    let holders = move || {
+        runtime().block_on(async {
+            let store = Store::open(&url).await.unwrap();
+            let holders = store.lock_holders().await.unwrap();
+            store.close().await;
+            holders
+        })
+    };
+    assert_eq!(holders().len(), 1, "one coordinator active, one lock held");
     // Workers and the client know both; they find the active one.
     let urls = format!("http://{},http://{}", ends[0].0, ends[1].0);
     let mut grid = Grid {
@@ -804,6 +815,7 @@ fn a_standby_coordinator_takes_over_when_the_active_one_is_killed() {
     grid.coordinator = None;
     let took = wait_for_health(&ends[1].1, 200, Duration::from_secs(10));
     println!("takeover: the standby served {:.2} s after the active coordinator was killed", took.as_secs_f64());
+    assert_eq!(holders().len(), 1, "the standby holds the lock now");
     recovered(&grid, &run_id, "active coordinator SIGKILL, standby takes over", had, at);
     let (code, printed) = finish(client);
     assert_eq!(code, Some(0), "the run passed, so CI is green: {printed}");

@@ -1,6 +1,7 @@
 //! The WebDriver facade driven by the real clients, unchanged: the Python
 //! Appium client and selenium, and selenium-webdriver for Node (installed by
-//! `scripts/test-clients.sh`; `.ci/run` runs it). A coordinator, a worker
+//! `scripts/test-clients.sh`; `.ci/run` runs it and sets `ARGUS_TEST_CLIENTS=1`,
+//! without which these tests are reported ignored). A coordinator, a worker
 //! with two iOS slots and one Android slot, and a simulated shop app on each,
 //! as processes.
 
@@ -139,6 +140,10 @@ fn find(grid: &Grid, sid: &str, test_id: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(argus_clients),
+    ignore = "needs ARGUS_TEST_CLIENTS=1 after `bash scripts/test-clients.sh` (bash .ci/run does both)"
+)]
 fn the_python_appium_and_selenium_clients_drive_grid_devices() {
     let clients = clients();
     let grid = grid("wd-python");
@@ -306,6 +311,10 @@ fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_device_or_worke
 }
 
 #[test]
+#[cfg_attr(
+    not(argus_clients),
+    ignore = "needs ARGUS_TEST_CLIENTS=1 after `bash scripts/test-clients.sh` (bash .ci/run does both)"
+)]
 fn the_node_selenium_client_drives_a_grid_device() {
     let clients = clients();
     let grid = grid("wd-node");

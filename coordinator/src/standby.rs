@@ -29,6 +29,7 @@ pub async fn until_leading(
     shutdown: &CancellationToken,
 ) -> Result<Option<Leadership>, StoreError> {
     if let Some(lead) = store.try_lead().await? {
+        info!("active: this coordinator holds the database's lock");
         return Ok(Some(lead));
     }
     info!("standing by: another coordinator holds the lock; NOT_SERVING until it goes");
@@ -66,7 +67,7 @@ pub async fn until_leading(
     tasks.close();
     tasks.wait().await;
     if lead.is_some() {
-        info!(stood_by_s = since.elapsed().as_secs_f64(), "the lock is ours: taking over");
+        info!(stood_by_s = since.elapsed().as_secs_f64(), "active: the lock is ours, taking over");
     }
     Ok(lead)
 }
@@ -85,10 +86,13 @@ pub async fn rebind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     }
 }
 
-/// Watches the lock of the active coordinator: when its connection fails,
+/// Watches the lock of the active coordinator. When its connection fails
+/// (Postgres restarted, say) it takes the lock again on a new connection as
+/// soon as the database answers; if another coordinator took it first,
 /// `shutdown` is cancelled and `lost` set, so that the process stops (a
 /// supervisor starts it again, as a standby).
 pub fn keep_leading(
+    store: Store,
     mut lead: Leadership,
     shutdown: CancellationToken,
     lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -100,12 +104,34 @@ pub fn keep_leading(
                     _ = shutdown.cancelled() => return,
                     _ = tokio::time::sleep(LEASH) => {}
                 }
-                if let Err(error) = lead.check().await {
-                    tracing::error!(%error, "lost the lock of the active coordinator: another may take over; stopping");
-                    lost.store(true, std::sync::atomic::Ordering::SeqCst);
-                    shutdown.cancel();
-                    return;
-                }
+                let Err(error) = lead.check().await else { continue };
+                let old = lead.pid();
+                warn!(%error, "the connection that holds the lock failed; taking the lock again");
+                lead.close().await;
+                lead = loop {
+                    match store.try_lead().await {
+                        Ok(Some(again)) => {
+                            info!("active: the lock is ours again");
+                            break again;
+                        }
+                        // The old connection's process may not have ended
+                        // yet: the lock is still its own, not another's.
+                        Ok(None) if store.lock_holders().await.is_ok_and(|pids| pids.contains(&old)) => {
+                            info!(pid = old, "the lock's old connection has not ended yet; trying again");
+                        }
+                        Ok(None) => {
+                            tracing::error!("another coordinator took the lock: it is active now; stopping");
+                            lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                            shutdown.cancel();
+                            return;
+                        }
+                        Err(error) => warn!(%error, "cannot reach the database to take the lock again; trying again"),
+                    }
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(LEASH) => {}
+                    }
+                };
             }
         },
         tracing::info_span!("leadership"),

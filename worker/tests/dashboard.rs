@@ -161,7 +161,10 @@ async fn submit_and_wait(url: &str, branch: &str, source: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(not(argus_browser), ignore = "needs chromedriver and chromium on the PATH (.ci/run installs them)")]
+#[cfg_attr(
+    not(argus_browser),
+    ignore = "needs ARGUS_TEST_BROWSER=1 with chromedriver and chromium on the PATH (bash .ci/run sets it up)"
+)]
 async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the_fleet_live() {
     let (_driver, client) = browser().await;
     let db = std::env::temp_dir().join(format!("argus-dashboard-{}-{}.db", std::process::id(), free_port()));

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
+use super::shell::project_command;
 use crate::config::FixturesConfig;
 
 const STDERR_TAIL: usize = 3;
@@ -113,10 +114,8 @@ impl Fixtures {
     }
 
     fn start(&self) -> Result<Process, String> {
-        let mut command = Command::new("sh");
+        let mut command = project_command(&self.config.command);
         command
-            .arg("-c")
-            .arg(&self.config.command)
             .envs(&self.config.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -10,6 +10,7 @@ mod fixtures;
 mod pictures;
 mod project;
 mod see;
+mod shell;
 mod side;
 mod why;
 

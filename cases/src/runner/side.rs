@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::fixtures::{Fixtures, FixturesError};
+use super::shell::project_command;
 use crate::config::CasesConfig;
 
 /// A future a project side answers with.
@@ -92,12 +93,7 @@ impl ProjectSide for LocalProject {
 
     fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, String>> {
         Box::pin(async move {
-            let child = tokio::process::Command::new("sh")
-                .arg("-c")
-                .arg(run)
-                .current_dir(&self.base)
-                .kill_on_drop(true)
-                .output();
+            let child = project_command(run).current_dir(&self.base).kill_on_drop(true).output();
             match tokio::time::timeout(EXEC_TIMEOUT, child).await {
                 Err(_) => Err(format!("`{run}` did not finish within {} s", EXEC_TIMEOUT.as_secs())),
                 Ok(Err(e)) => Err(format!("cannot run `{run}`: {e}")),

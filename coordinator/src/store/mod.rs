@@ -61,9 +61,21 @@ const LEADER_LOCK: i64 = 0x61_72_67_75_73;
 /// or the database restarted).
 pub struct Leadership {
     conn: sqlx::AnyConnection,
+    /// The server process of `conn`: the lock's holder in `pg_locks`.
+    pid: i32,
 }
 
 impl Leadership {
+    /// Lets go of the lock: its connection ends (at once if it still works).
+    pub async fn close(self) {
+        let _ = sqlx::Connection::close(self.conn).await;
+    }
+
+    /// The database's process that holds the lock for this coordinator.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
     /// Whether the lock is still held: its connection still answers.
     pub async fn check(&mut self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&mut self.conn).await?;
@@ -203,7 +215,31 @@ impl Store {
         let mut conn = sqlx::ConnectOptions::connect(&*self.pool.connect_options()).await?;
         let got: bool =
             sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(LEADER_LOCK).fetch_one(&mut conn).await?;
-        Ok(got.then_some(Leadership { conn }))
+        if !got {
+            return Ok(None);
+        }
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut conn).await?;
+        Ok(Some(Leadership { conn, pid }))
+    }
+
+    /// The database processes holding the active coordinator's lock: one
+    /// while a coordinator is active, none between two.
+    pub async fn lock_holders(&self) -> Result<Vec<i32>, StoreError> {
+        if self.backend != Backend::Postgres {
+            return Err(StoreError::StandbyNeedsPostgres);
+        }
+        // A bigint advisory key is kept as its high half in `classid` and
+        // its low half in `objid`, with `objsubid` 1.
+        let pids = sqlx::query_scalar(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             AND classid::bigint = $1 AND objid::bigint = $2 ORDER BY pid",
+        )
+        .bind(LEADER_LOCK >> 32)
+        .bind(LEADER_LOCK & 0xffff_ffff)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(pids)
     }
 
     pub fn backend(&self) -> Backend {
