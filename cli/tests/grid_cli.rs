@@ -645,3 +645,48 @@ fn a_worker_serves_its_metrics() {
     assert!(body.contains(r#"argus_worker_driver_call_duration_seconds_count{name="screen"}"#), "{body}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_suite_outside_the_working_folder_runs_from_anywhere_with_the_argus_that_runs_it() {
+    let scratch = temp_dir("anywhere");
+    let suite = scratch.join("e2e é/cases");
+    std::fs::create_dir_all(&suite).unwrap();
+    // `exec` runs `argus` from a PATH without it: the client's own folder
+    // comes first, as for a fixtures command `argus demo-backend`.
+    std::fs::write(
+        suite.join("ok.md"),
+        "---\nid: ok\n---\nsteps:\n  - exec: argus --version\n  - app.see: \"#title\"\n",
+    )
+    .unwrap();
+    std::fs::write(suite.join("two words.md"), "---\nid: two\n---\nsteps:\n  - app.see: \"#title\"\n").unwrap();
+    let build = scratch.join("ios/build");
+    std::fs::create_dir_all(&build).unwrap();
+    std::os::unix::fs::symlink(&suite, build.join("linked")).unwrap();
+    let argus = |args: &[&str]| {
+        Command::new(ARGUS).current_dir(&build).args(args).env("PATH", "/usr/bin:/bin").output().unwrap()
+    };
+    for named in ["../../e2e é/cases", suite.to_str().unwrap(), "./linked", "../../e2e é/cases/two words.md"] {
+        let output = argus(&["cases", "check", "--json", named]);
+        let printed = text(&output);
+        assert_eq!(output.status.code(), Some(0), "{named}: {printed}");
+        let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let files: Vec<&str> = listed.as_array().unwrap().iter().filter_map(|c| c["file"].as_str()).collect();
+        let expected: &[&str] = match named {
+            "./linked" => &["linked/ok.md", "linked/two words.md"],
+            "../../e2e é/cases/two words.md" => &["two words.md"],
+            _ => &["cases/ok.md", "cases/two words.md"],
+        };
+        assert_eq!(files, expected, "{named}");
+    }
+    let port = free_port();
+    let _sims = Sims::start(&[port]);
+    let output = argus(&["run", suite.to_str().unwrap(), "--ports", &port.to_string(), "--out", "out"]);
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    let run = RunDir::read(&build.join("out")).unwrap();
+    let files: std::collections::BTreeSet<&str> = run.cases.iter().map(|c| c.file.as_str()).collect();
+    assert_eq!(files.into_iter().collect::<Vec<_>>(), ["cases/ok.md", "cases/two words.md"]);
+    let ok = run.cases.iter().find(|c| c.id == "ok").unwrap();
+    assert_eq!(ok.steps[0].status, StepStatus::Passed, "{:?}", ok.steps[0]);
+    std::fs::remove_dir_all(scratch).unwrap();
+}

@@ -148,3 +148,100 @@ fn clients_take_the_client_table_too() {
     assert!(text(&output).contains(&format!("127.0.0.1:{port}")), "{}", text(&output));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn secrets_come_from_files_that_only_their_owner_reads() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("settings-secrets");
+    let secret = |name: &str, text: &str, mode: u32| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let database = secret("database-url", &format!("sqlite:{}\n", dir.join("argus.db").display()), 0o600);
+    let worker_token = secret("worker-token", "w-secret\n", 0o400);
+    let client_token = secret("client-token", "c-secret\n", 0o440);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{listen}");
+    let _coordinator = Killed(spawn(
+        &[
+            "coordinator",
+            "--listen",
+            &listen,
+            "--http",
+            &format!("127.0.0.1:{}", free_port()),
+            "--database-url-file",
+            &database,
+            "--worker-token-file",
+            &worker_token,
+            "--client-token-file",
+            &client_token,
+        ],
+        &dir,
+    ));
+    let port = free_port();
+    let _worker = Killed(spawn(
+        &[
+            "worker",
+            "--coordinator",
+            &url,
+            "--name",
+            "files",
+            "--ports",
+            &port.to_string(),
+            "--token-file",
+            &worker_token,
+        ],
+        &dir,
+    ));
+    let _sims = Sims::start(&[port]);
+    let devices =
+        |extra: &[&str]| Command::new(ARGUS).args(["devices", "--coordinator", &url]).args(extra).output().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let listing = text(&devices(&["--token-file", &client_token]));
+        if listing.contains("files/") && listing.contains(" idle ") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the worker never came with its token from a file: {listing}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The client token from the file is what the coordinator asks for.
+    let refused = devices(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(dir.join("argus.db").exists(), "the database the URL's file names");
+
+    // A file every user may read, a missing one, and a secret given twice
+    // are refused before anything starts, naming the file.
+    let open = secret("open-token", "w-secret\n", 0o644);
+    let output =
+        Command::new(ARGUS).current_dir(&dir).args(["coordinator", "--worker-token-file", &open]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(
+        text(&output).contains(&format!("worker_token_file {open}: every user may read it (mode 644)")),
+        "{}",
+        text(&output)
+    );
+    let output = Command::new(ARGUS)
+        .args([
+            "worker",
+            "--coordinator",
+            &url,
+            "--ports",
+            &free_port().to_string(),
+            "--token-file",
+            "/nonexistent/token",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("token_file /nonexistent/token: no such file"), "{}", text(&output));
+    let output = Command::new(ARGUS)
+        .args(["devices", "--coordinator", &url, "--token", "x", "--token-file", &client_token])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("token and token_file are both given"), "{}", text(&output));
+    let _ = std::fs::remove_dir_all(dir);
+}
