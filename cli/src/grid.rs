@@ -161,6 +161,11 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_CLIENT_GRACE", value_name = "SECONDS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     client_grace: Option<u64>,
+    /// Remove whole runs (attempts, steps, files, WebDriver sessions) older
+    /// than this many days, every hour [default: keep everything].
+    #[arg(long, env = "ARGUS_KEEP_DAYS", value_name = "DAYS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_days: Option<u64>,
     /// Accepted for older configurations: on Postgres every coordinator
     /// serves only while it holds the database's lock and stands by (health
     /// NOT_SERVING) while another does. SQLite refuses it.
@@ -188,6 +193,7 @@ pub struct CoordinatorSettings {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub client_grace: u64,
+    pub keep_days: Option<u64>,
     pub standby: bool,
 }
 
@@ -209,6 +215,7 @@ impl Default for CoordinatorSettings {
             tls_cert: None,
             tls_key: None,
             client_grace: 60,
+            keep_days: None,
             standby: false,
         }
     }
@@ -217,7 +224,7 @@ impl Default for CoordinatorSettings {
 impl CoordinatorSettings {
     /// Reads the secrets named as files into their settings.
     /// `url_given`: whether `database_url` was set anywhere (not defaulted).
-    fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
+    pub(crate) fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
         settings::secret_from_file("worker_token", &mut self.worker_token, self.worker_token_file.as_deref())?;
         settings::secret_from_file("client_token", &mut self.client_token, self.client_token_file.as_deref())?;
         settings::secret_from_file("read_token", &mut self.read_token, self.read_token_file.as_deref())?;
@@ -532,6 +539,12 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
     if let Err(error) = settings.read_secret_files(url_given) {
         return failed("coordinator", error);
     }
+    if settings.keep_days == Some(0) {
+        return failed(
+            "coordinator",
+            "keep_days 0 would remove every finished run: give 1 or more days, or leave it out to keep everything",
+        );
+    }
     if let Some(url) = &settings.public_url
         && !(url.starts_with("http://") || url.starts_with("https://"))
     {
@@ -603,7 +616,8 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         client: settings.client_token.clone(),
         read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
     };
-    let options = argus_coordinator::Options { tokens, http: Some(http), tls, core, artifacts: Some(artifacts) };
+    let keep = settings.keep_days.map(|days| Duration::from_secs(days.saturating_mul(86_400)));
+    let options = argus_coordinator::Options { tokens, http: Some(http), tls, core, artifacts: Some(artifacts), keep };
     match argus_coordinator::serve_with(listener, store, options, shutdown).await {
         Ok(()) if lost.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,

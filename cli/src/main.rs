@@ -13,6 +13,7 @@ mod demo_backend;
 mod endpoint;
 mod grid;
 mod progress;
+mod prune;
 mod run;
 mod serve;
 mod settings;
@@ -59,6 +60,8 @@ enum Command {
     Standalone(grid::StandaloneArgs),
     /// Apply the store's migrations.
     Migrate(grid::StoreArgs),
+    /// Remove whole runs older than an age from the coordinator's database.
+    Prune(prune::PruneArgs),
     /// The fleet: workers' devices and their state; release, quarantine, drain.
     Devices(grid::DevicesArgs),
     /// Recent runs.
@@ -93,7 +96,7 @@ async fn main() -> ExitCode {
         Command::Coordinator(_) => ("info", "argus-coordinator"),
         Command::Worker(_) => ("info", "argus-worker"),
         Command::Standalone(_) => ("info", "argus-standalone"),
-        Command::Migrate(_) | Command::Devices(_) | Command::Runs(_) => ("warn", "argus"),
+        Command::Migrate(_) | Command::Prune(_) | Command::Devices(_) | Command::Runs(_) => ("warn", "argus"),
     };
     let telemetry = telemetry::init(level, service, cli.log_format);
     let code = match cli.command {
@@ -107,6 +110,7 @@ async fn main() -> ExitCode {
         Command::Worker(args) => grid::worker(args, &sub).await,
         Command::Standalone(args) => grid::standalone(args).await,
         Command::Migrate(args) => grid::migrate(args).await,
+        Command::Prune(args) => prune::run(args, &sub).await,
         Command::Devices(args) => grid::devices(args, &sub).await,
         Command::Runs(args) => grid::runs(args, &sub).await,
     };

@@ -690,3 +690,61 @@ fn a_suite_outside_the_working_folder_runs_from_anywhere_with_the_argus_that_run
     assert_eq!(ok.steps[0].status, StepStatus::Passed, "{:?}", ok.steps[0]);
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+#[test]
+fn prune_removes_whole_runs_with_their_pictures_and_says_what_it_would_do_first() {
+    let scratch = temp_dir("prune");
+    let project = scratch.join("project");
+    std::fs::create_dir_all(project.join("cases")).unwrap();
+    std::fs::write(
+        project.join("cases/red.md"),
+        "---\nid: red\n---\nsteps:\n  - app.see: { text: Nope, timeoutMs: 100 }\n",
+    )
+    .unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{listen}");
+    let database = format!("sqlite:{}", scratch.join("argus.db").display());
+    let artifacts = scratch.join("artifacts");
+    let artifacts_arg = artifacts.display().to_string();
+    let coordinator = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"];
+    let _coordinator = Killed(spawn(&[&coordinator[..], &["--artifacts", &artifacts_arg]].concat(), &scratch));
+    let port = free_port();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
+    let _sims = Sims::start(&[port]);
+    wait_for_devices(&url, 1);
+    let output =
+        Command::new(ARGUS).current_dir(&project).args(["run", "--coordinator", &url, "--once"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let folders = || std::fs::read_dir(&artifacts).unwrap().count();
+    assert_eq!(folders(), 1, "the failure's picture is kept in the run's folder");
+    let prune = |args: &[&str]| {
+        Command::new(ARGUS)
+            .current_dir(&scratch)
+            .args(["prune", "--database-url", &database, "--artifacts", &artifacts_arg])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let output = prune(&["--older-than", "1d"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("removed 0 runs (0 attempts, 0 steps)"), "{}", text(&output));
+    let output = prune(&["--older-than", "0s", "--dry-run"]);
+    assert!(text(&output).contains("would remove 1 run (1 attempts, 1 steps)"), "{}", text(&output));
+    assert_eq!(folders(), 1, "a dry run removes nothing");
+    let output = prune(&["--older-than", "0s"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("removed 1 run (1 attempts, 1 steps)"), "{}", text(&output));
+    assert!(text(&output).contains("the flakiness summaries stay"), "{}", text(&output));
+    assert_eq!(folders(), 0, "its pictures went with it");
+    let listed = Command::new(ARGUS).args(["runs", "--coordinator", &url]).output().unwrap();
+    assert!(listed.status.success(), "{}", text(&listed));
+    assert!(!text(&listed).contains("red") && !text(&listed).contains("failed"), "{}", text(&listed));
+    // Bad ages and windows are refused, named.
+    let output = prune(&["--older-than", "90"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("\"90\" is not an age: give a whole number and a unit"), "{}", text(&output));
+    let output = Command::new(ARGUS).current_dir(&scratch).args(["coordinator", "--keep-days", "0"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("keep_days 0 would remove every finished run"), "{}", text(&output));
+    std::fs::remove_dir_all(scratch).unwrap();
+}

@@ -32,6 +32,8 @@ pub trait ArtifactStore: Send + Sync + 'static {
     async fn put(&self, run_id: &str, path: &str, bytes: Vec<u8>) -> Result<(), ArtifactError>;
     /// The file, or `None` when there is none.
     async fn get(&self, run_id: &str, path: &str) -> Result<Option<Vec<u8>>, ArtifactError>;
+    /// Removes every file of `run_id` (retention); nothing to remove is fine.
+    async fn remove_run(&self, run_id: &str) -> Result<(), ArtifactError>;
 }
 
 pub type Artifacts = Arc<dyn ArtifactStore>;
@@ -86,6 +88,16 @@ impl ArtifactStore for DirStore {
             Ok(bytes) => Ok(Some(bytes)),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(ArtifactError::Io { path: path.into(), error }),
+        }
+    }
+
+    async fn remove_run(&self, run_id: &str) -> Result<(), ArtifactError> {
+        let folder = self.root.join(run_folder(run_id)?);
+        match tokio::fs::remove_dir_all(&folder).await {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                Err(ArtifactError::Io { path: folder.display().to_string(), error })
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct HttpState {
     pub started_ms: i64,
     /// The WebDriver facade's sessions.
     pub webdriver: Arc<crate::webdriver::Registry>,
+    /// How long runs are kept (`--keep-days`); `None`: for ever.
+    pub keep: Option<std::time::Duration>,
 }
 
 pub fn router(state: HttpState) -> Router {

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod policy;
 pub mod push;
 pub mod relay;
+pub mod retention;
 pub mod scheduler;
 pub mod service;
 pub mod standby;

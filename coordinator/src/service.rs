@@ -371,6 +371,9 @@ pub struct Options {
     pub core: core::CoreConfig,
     /// Where screenshots and films are kept; without it they are dropped.
     pub artifacts: Option<crate::artifacts::Artifacts>,
+    /// Remove whole runs older than this, every hour (`--keep-days`);
+    /// without it everything is kept.
+    pub keep: Option<std::time::Duration>,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -402,7 +405,7 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls, core: mut core_config, artifacts } = options;
+    let Options { tokens, http, tls, core: mut core_config, artifacts, keep } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     // Links to the dashboard: where it was said to be, else the HTTP
     // address when it names one host (not 0.0.0.0).
@@ -425,6 +428,17 @@ pub async fn serve_with(
     let webdriver = Arc::new(crate::webdriver::Registry::new(session_log));
     let (handle, owner) =
         core::start(store.clone(), core_config, metrics.clone(), webdriver.clone(), shutdown.clone()).await?;
+    if let Some(keep) = keep {
+        info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
+        crate::retention::keep(
+            store.clone(),
+            artifacts.clone(),
+            keep,
+            crate::retention::EVERY,
+            shutdown.clone(),
+            &tasks,
+        );
+    }
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let state = HttpState {
@@ -437,6 +451,7 @@ pub async fn serve_with(
             artifacts: artifacts.clone(),
             started_ms: crate::core::now_ms(),
             webdriver: webdriver.clone(),
+            keep,
         };
         let router = crate::http::router(state);
         tasks.spawn(tracing::Instrument::instrument(

@@ -59,7 +59,100 @@ on_both!(
     big_batches_cross_statement_chunks_whole,
     a_run_that_cannot_be_written_whole_leaves_nothing,
     webdriver_sessions_and_their_commands_are_kept,
+    old_runs_are_removed_whole_and_their_flakiness_stays,
+    a_coordinator_with_a_window_prunes_by_itself,
 );
+
+async fn a_coordinator_with_a_window_prunes_by_itself(store: Store) {
+    use std::time::Duration;
+    store.create_run(&run("done", 1_000, &["a"])).await.unwrap();
+    store.grant_lease(&lease("l1", "done", "a", 1, 1)).await.unwrap();
+    store
+        .finish_attempt("l1", &AttemptOutcome { final_result: Some("passed".into()), ..passed(5, 1_100) })
+        .await
+        .unwrap();
+    store.finish_run("done", 1_200, r#"{"schema":1}"#).await.unwrap();
+    store.create_run(&run("running", 1_000, &["b"])).await.unwrap();
+    let (shutdown, tasks) = (tokio_util::sync::CancellationToken::new(), tokio_util::task::TaskTracker::new());
+    // A window of a day: runs of 1970 are long past it.
+    let day = Duration::from_secs(86_400);
+    argus_coordinator::retention::keep(store.clone(), None, day, Duration::from_millis(20), shutdown.clone(), &tasks);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.get_run("done").await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the finished run was never pruned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(store.get_run("running").await.is_ok(), "a run still going is never pruned");
+    shutdown.cancel();
+    tasks.close();
+    tokio::time::timeout(Duration::from_secs(5), tasks.wait()).await.expect("the task ends on shutdown");
+}
+
+async fn old_runs_are_removed_whole_and_their_flakiness_stays(store: Store) {
+    use argus_coordinator::store::{Pruned, SessionRow};
+    // An old run of more cases than one batch removes, one of them flaky.
+    let ids: Vec<String> = (0..450).map(|i| format!("c{i:03}")).collect();
+    let names: Vec<&str> = ids.iter().map(String::as_str).collect();
+    store.create_run(&run("old", 1_000, &names)).await.unwrap();
+    let leases: Vec<NewLease> = ids.iter().map(|c| lease(&format!("l-{c}"), "old", c, 1, 1)).collect();
+    assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    let results: Vec<(String, AttemptOutcome)> = leases
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let outcome = if i == 0 {
+                AttemptOutcome { result: Some("failed".into()), next_try: Some((2, 1)), seq: 1, ..passed(5, 1_100) }
+            } else {
+                AttemptOutcome { seq: i as i64 + 1, final_result: Some("passed".into()), ..passed(5, 1_100) }
+            };
+            (l.id.clone(), outcome)
+        })
+        .collect();
+    assert!(store.finish_attempts(&results).await.unwrap().iter().all(Result::is_ok));
+    store.grant_lease(&lease("l-retry", "old", "c000", 2, 1)).await.unwrap();
+    let retry = AttemptOutcome { seq: 500, final_result: Some("passed".into()), ..passed(5, 1_200) };
+    store.finish_attempt("l-retry", &retry).await.unwrap();
+    store.finish_run("old", 1_500, r#"{"schema":1}"#).await.unwrap();
+    // A newer run, and an old one still running: both stay.
+    for (id, at) in [("new", 10_000), ("running", 900)] {
+        store.create_run(&run(id, at, &["a"])).await.unwrap();
+    }
+    store.grant_lease(&lease("l-new", "new", "a", 1, 1)).await.unwrap();
+    store
+        .finish_attempt("l-new", &AttemptOutcome { final_result: Some("passed".into()), ..passed(5, 10_100) })
+        .await
+        .unwrap();
+    store.finish_run("new", 10_200, r#"{"schema":1}"#).await.unwrap();
+    let session = |id: &str, at: i64| SessionRow {
+        id: id.into(),
+        device_id: "w/ios-1".into(),
+        worker_id: "w".into(),
+        platform: "ios".into(),
+        capabilities_json: "{}".into(),
+        created_at: at,
+        ended_at: Some(at + 10),
+        end_reason: Some("deleted by its client".into()),
+    };
+    let ends = [("s-old".to_owned(), 1_010, "deleted by its client".to_owned())];
+    store.record_sessions(&[session("s-old", 1_000), session("s-new", 10_000)], &[], &ends).await.unwrap();
+    let flaky = store.flaky_cases("shop", 0, 10).await.unwrap();
+    assert_eq!(flaky.iter().map(|f| (f.case_id.as_str(), f.passed_on_retry)).collect::<Vec<_>>(), [("c000", 1)]);
+
+    let expected = Pruned { runs: 1, attempts: 451, steps: 451, sessions: 1 };
+    assert_eq!(store.prunable(5_000).await.unwrap(), expected, "a dry run counts what would go");
+    assert_eq!(argus_coordinator::retention::prune(&store, None, 5_000).await.unwrap(), expected);
+    assert!(matches!(store.get_run("old").await, Err(StoreError::NoRun(_))));
+    assert!(store.run_cases("old").await.unwrap().is_empty());
+    assert!(store.run_log("old").await.unwrap().is_empty());
+    assert!(store.run_files("old").await.unwrap().is_empty());
+    assert_eq!(store.run_lines("new").await.unwrap().len(), 1, "the newer run is whole");
+    assert_eq!(store.open_attempts().await.unwrap().len(), 1, "the running one too");
+    let sessions: Vec<String> = store.list_sessions(10).await.unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(sessions, ["s-new"]);
+    assert_eq!(store.flaky_cases("shop", 0, 10).await.unwrap(), flaky, "the flakiness summary stays");
+    assert_eq!(store.oldest_run_started().await.unwrap(), Some(900));
+    assert_eq!(argus_coordinator::retention::prune(&store, None, 5_000).await.unwrap(), Pruned::default());
+}
 
 async fn webdriver_sessions_and_their_commands_are_kept(store: Store) {
     use argus_coordinator::store::{CommandRow, SessionRow};

@@ -113,6 +113,40 @@ pub struct RunsPage {
     pub runs: Vec<RunView>,
     pub page: u32,
     pub more: bool,
+    /// How long runs are kept.
+    pub history: History,
+}
+
+/// The window of history the store keeps.
+#[derive(Debug, Default, Serialize)]
+pub struct History {
+    /// Runs older than this many days are removed (`--keep-days`); `null`:
+    /// every run is kept (or pruned by hand with `argus prune`).
+    pub keep_days: Option<u64>,
+    /// When the oldest run kept started (ISO 8601), if there is one.
+    pub oldest_run: Option<String>,
+}
+
+impl History {
+    pub async fn of(state: &HttpState) -> Result<Self, ApiError> {
+        let oldest = state.store.oldest_run_started().await?;
+        Ok(Self {
+            keep_days: state.keep.map(|k| k.as_secs() / 86_400),
+            oldest_run: oldest.map(crate::dashboard::view::iso),
+        })
+    }
+
+    /// One line for a page: the window, and how far back the runs go.
+    pub fn text(&self) -> String {
+        let kept = match self.keep_days {
+            Some(days) => format!("Runs are kept {days} days, then removed (--keep-days)"),
+            None => "Every run is kept (no --keep-days)".to_owned(),
+        };
+        match &self.oldest_run {
+            Some(oldest) => format!("{kept}; the oldest here started {oldest}. Flakiness summaries are kept for ever."),
+            None => format!("{kept}. Flakiness summaries are kept for ever."),
+        }
+    }
 }
 
 pub async fn runs_page(state: &HttpState, query: &RunsQuery) -> Result<RunsPage, ApiError> {
@@ -126,7 +160,7 @@ pub async fn runs_page(state: &HttpState, query: &RunsQuery) -> Result<RunsPage,
         run.finished_attempts = Some(state.store.finished_attempts(&run.id).await?);
         run.cases = Some(state.store.run_cases(&run.id).await?.len() as i64);
     }
-    Ok(RunsPage { runs, page, more })
+    Ok(RunsPage { runs, page, more, history: History::of(state).await? })
 }
 
 pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>) -> Result<Json<RunsPage>, ApiError> {

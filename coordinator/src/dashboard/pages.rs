@@ -44,6 +44,7 @@ struct CaseTemplate {
 struct FlakyTemplate {
     report: FlakyAndSlow,
     projects: Vec<String>,
+    history: api::History,
 }
 
 #[derive(Template)]
@@ -84,7 +85,7 @@ pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>
     let (page, error) = match api::runs_page(&state, &query).await {
         Ok(page) => (page, None),
         Err(error) if error.0 == StatusCode::BAD_REQUEST => {
-            (RunsPage { runs: Vec::new(), page: 1, more: false }, Some(error.1))
+            (RunsPage { runs: Vec::new(), page: 1, more: false, history: api::History::default() }, Some(error.1))
         }
         Err(error) => return error_page(error),
     };
@@ -122,7 +123,9 @@ pub async fn case(
 pub async fn flaky(State(state): State<HttpState>, Query(query): Query<ProjectQuery>) -> Response {
     let projects = state.store.projects().await.unwrap_or_default();
     match api::flaky_and_slow(&state, &query).await {
-        Ok(report) => render(FlakyTemplate { report, projects }),
+        Ok(report) => {
+            render(FlakyTemplate { report, projects, history: api::History::of(&state).await.unwrap_or_default() })
+        }
         Err(error) => error_page(error),
     }
 }

@@ -14,9 +14,11 @@ macro_rules! run_select {
 mod case_days;
 mod dashboard;
 mod import;
+mod retention;
 mod rows;
 mod sessions;
 
+pub use retention::Pruned;
 pub use sessions::{CommandRow, SessionRow};
 
 use std::collections::{HashMap, HashSet};

@@ -1,0 +1,132 @@
+//! How long history is kept. `argus prune --older-than 90d` removes whole
+//! runs (their attempts, steps, leases, files and pictures) and ended
+//! WebDriver sessions older than that, once; `argus coordinator --keep-days
+//! N` does the same every hour in a task of its own beside the owner loop,
+//! never inside it. The flaky page's per-case-day summary stays.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::artifacts::Artifacts;
+use crate::store::{Pruned, Store, StoreError};
+
+/// How often a coordinator with `--keep-days` prunes.
+pub const EVERY: Duration = Duration::from_secs(3600);
+/// The first prune waits this long after the start, so that a coordinator
+/// that starts serves first.
+const FIRST_AFTER: Duration = Duration::from_secs(10);
+
+/// A duration as `prune --older-than` takes it: a whole number and a unit,
+/// `90d`, `12h`, `30m`, `0s`.
+pub fn parse_age(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let refuse = || format!("{text:?} is not an age: give a whole number and a unit, as 90d, 12h, 30m or 0s");
+    let number: u64 = number.parse().map_err(|_| refuse())?;
+    let seconds = match unit {
+        "d" => 86_400,
+        "h" => 3_600,
+        "m" => 60,
+        "s" => 1,
+        _ => return Err(refuse()),
+    };
+    number.checked_mul(seconds).map(Duration::from_secs).ok_or_else(refuse)
+}
+
+/// The epoch-milliseconds cutoff `age` before now.
+pub fn cutoff_from_now(age: Duration) -> i64 {
+    cutoff(crate::core::now_ms(), age)
+}
+
+/// The epoch-milliseconds cutoff `age` before `now_ms`.
+pub fn cutoff(now_ms: i64, age: Duration) -> i64 {
+    now_ms.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Runs chosen at a time.
+const RUNS_PER_PASS: i64 = 50;
+
+/// Removes every run and session that started before `cutoff_ms`, oldest
+/// first, run by run, and each removed run's files from `artifacts`.
+pub async fn prune(store: &Store, artifacts: Option<&Artifacts>, cutoff_ms: i64) -> Result<Pruned, StoreError> {
+    let mut total = Pruned::default();
+    loop {
+        let runs = store.runs_to_prune(cutoff_ms, RUNS_PER_PASS).await?;
+        if runs.is_empty() {
+            break;
+        }
+        for run_id in &runs {
+            total.add(&store.remove_run(run_id).await?);
+            if let Some(artifacts) = artifacts
+                && let Err(error) = artifacts.remove_run(run_id).await
+            {
+                warn!(run = %run_id, %error, "a pruned run's files could not be removed");
+            }
+        }
+    }
+    total.sessions += store.remove_sessions_before(cutoff_ms).await?;
+    Ok(total)
+}
+
+/// Prunes what is older than `keep` every `every` until `shutdown`.
+pub fn keep(
+    store: Store,
+    artifacts: Option<Artifacts>,
+    keep: Duration,
+    every: Duration,
+    shutdown: CancellationToken,
+    tasks: &TaskTracker,
+) {
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            let mut wait = FIRST_AFTER.min(every);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                wait = every;
+                let cut = cutoff_from_now(keep);
+                let pruning = prune(&store, artifacts.as_ref(), cut);
+                let result = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    result = pruning => result,
+                };
+                match result {
+                    Ok(pruned) if pruned == Pruned::default() => {}
+                    Ok(pruned) => info!(
+                        runs = pruned.runs,
+                        attempts = pruned.attempts,
+                        steps = pruned.steps,
+                        sessions = pruned.sessions,
+                        keep_days = keep.as_secs() / 86_400,
+                        "removed history older than the window"
+                    ),
+                    Err(error) => warn!(%error, "pruning old history failed; trying again at the next hour"),
+                }
+            }
+        },
+        tracing::info_span!("retention"),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_are_a_number_and_a_unit() {
+        assert_eq!(parse_age("90d"), Ok(Duration::from_secs(90 * 86_400)));
+        assert_eq!(parse_age("12h"), Ok(Duration::from_secs(12 * 3_600)));
+        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_age("0s"), Ok(Duration::ZERO));
+        for bad in ["", "90", "d", "-1d", "1.5d", "90 days", "99999999999999999999d"] {
+            assert!(parse_age(bad).unwrap_err().contains("is not an age"), "{bad}");
+        }
+        assert_eq!(cutoff(100_000, Duration::from_secs(60)), 40_000);
+    }
+}
