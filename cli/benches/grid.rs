@@ -20,43 +20,21 @@
 //! runs it. SQLite always.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
-use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
+use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::RunCase;
-use argus_sim::{Agent, AgentConfig, App, Model};
-use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use hdrhistogram::Histogram;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+mod support;
+
+use support::{free_port, grid, histogram, ms, suite};
 
 // The allocator the `argus` binary runs with.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const DEVICES_PER_WORKER: usize = 50;
-
-fn free_port() -> u16 {
-    free_ports(1)[0]
-}
-
-/// `n` distinct free ports: every listener is held until all are chosen,
-/// so that the system cannot hand out one port twice.
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()
-}
-
-fn ms(h: &Histogram<u64>, q: f64) -> f64 {
-    h.value_at_quantile(q) as f64 / 1000.0
-}
 
 /// CPU seconds this process has used, and its peak RSS in MiB (Linux).
 fn usage() -> (f64, f64) {
@@ -71,61 +49,6 @@ fn usage() -> (f64, f64) {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .unwrap_or(0.0);
     (cpu, peak_kib / 1024.0)
-}
-
-/// A grid of `devices` simulated apps on `database`: its URL.
-async fn grid(database: &str, devices: usize, cancel: &CancellationToken) -> String {
-    let store = Store::open(database).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
-    let model = Model::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml")).unwrap();
-    let ports = free_ports(devices);
-    for (w, chunk) in ports.chunks(DEVICES_PER_WORKER).enumerate() {
-        let config = WorkerConfig {
-            coordinator: url.clone(),
-            name: format!("bench{w}"),
-            host: "127.0.0.1".into(),
-            app_token: None,
-            token: None,
-            tls_ca: None,
-            slots: chunk.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
-        };
-        tokio::spawn(link::run(config, cancel.clone()));
-        for port in chunk {
-            let config = AgentConfig { port: *port, ..AgentConfig::default() };
-            tokio::spawn(Agent::new(App::new(model.clone()), config).run(cancel.clone()));
-        }
-    }
-    let mut fleet = FleetClient::connect(url.clone()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
-        let idle = list
-            .devices
-            .iter()
-            .filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32));
-        if idle.count() == devices {
-            return url;
-        }
-        assert!(Instant::now() < deadline, "{devices} devices did not come up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// `cases` cases, 200 to a matrix file, whose steps are `steps`.
-fn suite(cases: usize, name: &str, steps: &str) -> Vec<grpc::CaseFile> {
-    (0..cases)
-        .collect::<Vec<_>>()
-        .chunks(200)
-        .enumerate()
-        .map(|(file, chunk)| {
-            let items: Vec<String> = chunk.iter().map(|i| i.to_string()).collect();
-            let source =
-                format!("---\nid: {name}{file}\nmatrix: {{ n: [{}] }}\n---\nsteps:\n{steps}", items.join(", "));
-            grpc::CaseFile { path: format!("cases/{name}{file}.md"), source }
-        })
-        .collect()
 }
 
 struct Measured {
