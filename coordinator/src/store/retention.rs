@@ -90,39 +90,50 @@ impl Store {
         .await?)
     }
 
-    /// Removes one run whole: its cases a batch at a time (their steps,
-    /// leases and attempts with them), then its files and the run.
-    pub async fn remove_run(&self, run_id: &str) -> Result<Pruned, StoreError> {
-        let mut removed = Pruned { runs: 1, ..Pruned::default() };
+    /// Hides a run that is about to be removed: the lists pass it by, and
+    /// a removal that stops half-way is finished by the next start.
+    pub async fn start_removing_run(&self, run_id: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE runs SET written = 0 WHERE id = $1").bind(run_id).execute(&self.pool).await?;
-        loop {
-            let mut tx = self.pool.begin().await?;
-            let cases: Vec<String> =
-                sqlx::query_scalar("SELECT case_id FROM cases WHERE run_id = $1 ORDER BY case_id LIMIT $2")
-                    .bind(run_id)
-                    .bind(CASES_PER_BATCH)
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let Some(last) = cases.last() else {
-                tx.rollback().await?;
-                break;
-            };
-            // The batch is the run's cases up to `last`, by name.
-            for (table, sql) in BATCH_DELETES {
-                let gone = sqlx::query(sql).bind(run_id).bind(last).execute(&mut *tx).await?.rows_affected();
-                match table {
-                    "steps" => removed.steps += gone,
-                    "attempts" => removed.attempts += gone,
-                    _ => {}
-                }
+        Ok(())
+    }
+
+    /// Removes the next batch of a run's cases, with their steps, leases
+    /// and attempts, in one transaction: what it removed, or `None` when no
+    /// case was left.
+    pub async fn remove_run_batch(&self, run_id: &str) -> Result<Option<Pruned>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let cases: Vec<String> =
+            sqlx::query_scalar("SELECT case_id FROM cases WHERE run_id = $1 ORDER BY case_id LIMIT $2")
+                .bind(run_id)
+                .bind(CASES_PER_BATCH)
+                .fetch_all(&mut *tx)
+                .await?;
+        let Some(last) = cases.last() else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let mut removed = Pruned::default();
+        // The batch is the run's cases up to `last`, by name.
+        for (table, sql) in BATCH_DELETES {
+            let gone = sqlx::query(sql).bind(run_id).bind(last).execute(&mut *tx).await?.rows_affected();
+            match table {
+                "steps" => removed.steps += gone,
+                "attempts" => removed.attempts += gone,
+                _ => {}
             }
-            tx.commit().await?;
         }
+        tx.commit().await?;
+        Ok(Some(removed))
+    }
+
+    /// Removes what is left of a run once its cases are gone: its files and
+    /// the run itself.
+    pub async fn finish_removing_run(&self, run_id: &str) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("DELETE FROM run_files WHERE run_id = $1").bind(run_id).execute(&mut *tx).await?;
         sqlx::query("DELETE FROM runs WHERE id = $1").bind(run_id).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok(removed)
+        Ok(())
     }
 
     /// Removes ended WebDriver sessions created before `cutoff_ms`, with
