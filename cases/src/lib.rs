@@ -1,6 +1,7 @@
 //! lynkeus case files: parse and check them, expand matrices, and turn
 //! targets, labels and interpolations into what the runner sends.
 
+pub mod commands;
 pub mod config;
 pub mod error;
 pub mod format;

@@ -4,38 +4,13 @@
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
+use crate::commands;
 use crate::config::CasesConfig;
 use crate::error::CaseError;
 use crate::format::{Case, parse_case};
 
 /// The most cases one suite may hold.
 pub const MAX_SUITE_CASES: usize = 10_000;
-
-/// The `app.*` verbs the runner knows, beyond the project's macros.
-pub const APP_VERBS: [&str; 22] = [
-    "press",
-    "type",
-    "swipe",
-    "see",
-    "requests",
-    "wait",
-    "nav",
-    "call",
-    "run",
-    "events",
-    "event",
-    "back",
-    "deeplink",
-    "idle",
-    "reset",
-    "screenshot",
-    "mock",
-    "clock",
-    "appstate",
-    "network",
-    "biometrics",
-    "launch",
-];
 
 /// Files lynkeus never takes for cases.
 fn is_case_file(path: &Path) -> bool {
@@ -252,9 +227,10 @@ pub fn path_problem(path: &str) -> Option<String> {
 
 fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
     for step in case.all_steps() {
-        if let Some(command) = step.verb.strip_prefix("app.")
-            && !APP_VERBS.contains(&command)
-            && !config.macros.contains_key(&step.verb)
+        let command = step.verb.strip_prefix("app.").filter(|_| !config.macros.contains_key(&step.verb));
+        if let Some(command) = command
+            && !commands::known(command)
+            && command != "reset"
         {
             errors.push(CaseError::new(
                 &case.file,
@@ -266,8 +242,10 @@ fn check(case: &Case, config: &CasesConfig, errors: &mut Vec<CaseError>) {
                 ),
             ));
         }
+        let lynkeus_refuses =
+            command.and_then(|command| commands::problem(command, &step.value)).map(|p| format!("{}: {p}", step.verb));
         if let Some(problem) = target_problem(&step.verb, &step.value)
-            .or_else(|| argument_problem(&step.verb, &step.value))
+            .or(lynkeus_refuses)
             .or_else(|| type_problem(&step.verb, &step.value))
         {
             errors.push(CaseError::new(&case.file, Some(step.line), problem));
@@ -313,50 +291,28 @@ pub fn lynkeus_extensions(cases: &[Case]) -> Vec<CaseError> {
     found
 }
 
-/// The keys each `app.*` step takes (its CLI command's arguments, named as
-/// a case writes them). Host controls not listed here are not checked.
-fn known_keys(command: &str) -> Option<&'static [&'static str]> {
-    Some(match command {
-        "press" => &["target", "testId", "within", "nth", "optional", "hold", "holdMs", "timeoutMs", "mode"],
-        "type" => &["text", "target", "testId", "submit", "clear", "paste", "within", "nth"],
-        "swipe" => &["direction", "target", "testId", "distance", "from", "to", "durationMs"],
-        "see" => &[
-            "testId",
-            "target",
-            "text",
-            "route",
-            "request",
-            "status",
-            "event",
-            "props",
-            "layer",
-            "absent",
-            "within",
-            "nth",
-            "timeoutMs",
-        ],
-        "wait" => {
-            &["target", "testId", "route", "what", "request", "status", "scroll", "gone", "within", "nth", "timeoutMs"]
+/// Keys of `see`, `event`, `call` and `run` steps that lynkeus' runner
+/// never reads: it runs the step as if they were not there, so they are
+/// warnings (a typo of `timeoutMs` waits 3 s, not the time written).
+pub fn ignored_arguments(cases: &[Case]) -> Vec<CaseError> {
+    let mut found: Vec<CaseError> = Vec::new();
+    for case in cases {
+        for step in case.all_steps() {
+            let Some(command) = step.verb.strip_prefix("app.") else { continue };
+            let (Some(read), Some(map)) = (commands::read_keys(command), step.value.as_object()) else { continue };
+            for key in map.keys().filter(|k| !read.contains(&k.as_str())) {
+                let error = CaseError::new(
+                    &case.file,
+                    Some(step.line),
+                    format!("{} ignores {key}: lynkeus' runner reads {}", step.verb, read.join(", ")),
+                );
+                if !found.contains(&error) {
+                    found.push(error);
+                }
+            }
         }
-        "nav" => &["route", "params"],
-        "call" => &["command", "params", "expect", "as", "timeoutMs"],
-        "run" => &["flow", "vars"],
-        "event" => &["name", "props", "absent", "timeoutMs"],
-        "deeplink" => &["url"],
-        "idle" => &["quietMs", "timeoutMs"],
-        "clock" => &["advanceMs", "set", "freeze", "reset"],
-        _ => return None,
-    })
-}
-
-/// An argument the step's command does not take: `app.clock has no sideways`.
-fn argument_problem(verb: &str, value: &serde_json::Value) -> Option<String> {
-    let command = verb.strip_prefix("app.")?;
-    let keys = known_keys(command)?;
-    let map = value.as_object()?;
-    let unknown: Vec<&String> = map.keys().filter(|k| !keys.contains(&k.as_str())).collect();
-    let first = unknown.first()?;
-    Some(format!("{verb} has no {first} (it takes {})", keys.join(", ")))
+    }
+    found
 }
 
 /// What an `app.*` argument must hold for the runner to read it.
@@ -379,7 +335,7 @@ fn kind_of(key: &str) -> Option<Kind> {
         "timeoutMs" | "quietMs" | "holdMs" | "hold" | "durationMs" | "advanceMs" => Kind::Ms,
         "nth" | "status" => Kind::Count,
         "distance" => Kind::Number,
-        "optional" | "submit" | "clear" | "paste" | "scroll" | "gone" | "absent" | "freeze" | "reset" => Kind::Flag,
+        "optional" | "submit" | "clear" | "paste" | "scroll" | "gone" | "absent" | "reset" => Kind::Flag,
         "target" | "testId" | "within" | "route" | "url" | "flow" | "direction" | "from" | "to" | "what" => Kind::Name,
         "text" => Kind::Text,
         _ => return None,
@@ -530,7 +486,7 @@ mod tests {
             ["cases/x.md:5: app.see nth must be a whole number, not 1.5"]
         );
         assert!(
-            errors("  - app.type: { text: 42, testId: q }\n  - app.see: { text: Hi, timeoutMs: \"{{cfg.ms}}\" }\n  - app.idle: { quietMs: \"300\" }\n")
+            errors("  - app.type: { text: 42, testId: q }\n  - app.see: { text: Hi, timeoutMs: \"{{cfg.ms}}\" }\n  - app.idle: { quiet: \"300\" }\n")
                 .is_empty()
         );
     }
@@ -603,7 +559,7 @@ mod tests {
         let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(errors[0].starts_with("cases/j.md:5: app.teleport is not a step"), "{errors:?}");
-        assert_eq!(errors[1], "cases/j.md:6: app.clock has no sideways (it takes advanceMs, set, freeze, reset)");
+        assert_eq!(errors[1], "cases/j.md:6: app.clock: os clock has no sideways (its flags: now, advance, reset)");
         std::fs::remove_dir_all(root).unwrap();
     }
 

@@ -252,8 +252,12 @@ async fn why_names_the_steps_target_not_an_interruptions() {
 #[tokio::test]
 async fn app_idle_without_arguments_waits_as_the_lynkeus_cli_does() {
     let fake = Fake::new(&[]);
-    let case =
-        run(&fake, "---\nid: i\n---\nsteps:\n  - app.idle\n  - app.idle: { quietMs: 20 }\n", &context(false)).await;
+    let case = run(
+        &fake,
+        "---\nid: i\n---\nsteps:\n  - app.idle\n  - app.idle: { quiet: 20, timeoutMs: 900, after: 3 }\n",
+        &context(false),
+    )
+    .await;
     assert_eq!(case.result, CaseResult::Passed);
     let idles: Vec<Value> =
         fake.wire().into_iter().filter(|c| c["method"] == "idle").map(|c| c["params"].clone()).collect();
@@ -262,7 +266,7 @@ async fn app_idle_without_arguments_waits_as_the_lynkeus_cli_does() {
         [
             json!({"quietMs": 300, "timeoutMs": 5000}),
             json!({"quietMs": 300, "timeoutMs": 5000}),
-            json!({"quietMs": 20, "timeoutMs": 5000})
+            json!({"quietMs": 20, "timeoutMs": 900, "after": 3})
         ]
     );
 }

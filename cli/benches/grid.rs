@@ -193,13 +193,20 @@ async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
     (attempts as f64 / leasing.as_secs_f64(), attempts as f64 / recording.as_secs_f64())
 }
 
-/// Per device, from one attempt's end to the next one's start.
+/// How long an attempt held its device: the case's own `ms` (lynkeus',
+/// its steps) and the reset, hook and settle before it (`prepareMs`).
+fn held_ms(line: &RunCase) -> u64 {
+    line.ms + line.extra.get(argus_cases::runner::PREPARE_MS).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+/// Per device, from one attempt's end to the next one's start (its reset).
 fn same_device_gaps(lines: &[RunCase]) -> Histogram<u64> {
     let mut per_device: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     for line in lines {
         let device = line.extra["device"]["id"].as_str().unwrap_or_default().to_owned();
-        let started = chrono::DateTime::parse_from_rfc3339(&line.started_at).unwrap().timestamp_micros();
-        per_device.entry(device).or_default().push((started, started + line.ms as i64 * 1000));
+        let steps = chrono::DateTime::parse_from_rfc3339(&line.started_at).unwrap().timestamp_micros();
+        let began = steps - (held_ms(line) - line.ms) as i64 * 1000;
+        per_device.entry(device).or_default().push((began, steps + line.ms as i64 * 1000));
     }
     let mut gaps = histogram();
     for attempts in per_device.values_mut() {
@@ -238,7 +245,7 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     // Each attempt starts on a reset app that must settle (`idle {300,
     // 5000}`, as lynkeus does after a launch), so a device runs a one-step
     // case in no less than its median attempt: the most a fleet can do.
-    let mut attempt_ms: Vec<u64> = measured.lines.iter().map(|l| l.ms).collect();
+    let mut attempt_ms: Vec<u64> = measured.lines.iter().map(held_ms).collect();
     attempt_ms.sort_unstable();
     let median_ms = attempt_ms.get(attempt_ms.len() / 2).copied().unwrap_or(0).max(1);
     let ceiling = devices as f64 * 1000.0 / median_ms as f64;
@@ -253,8 +260,8 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     println!("  {:<46} {:>10.2} ms p50 {:>8.2} ms p99", "lease granted -> first call", ms(fc, 0.5), ms(fc, 0.99));
     // Makespan: cases of ~0.4 s.
     let timed = run(&url, suite(cases, "wait", "  - app.see: \"#title\"\n  - app.wait: 400\n"), cases).await;
-    let busy_ms: f64 = timed.lines.iter().map(|l| l.ms as f64).sum();
-    let longest = timed.lines.iter().map(|l| l.ms).max().unwrap_or(0) as f64;
+    let busy_ms: f64 = timed.lines.iter().map(|l| held_ms(l) as f64).sum();
+    let longest = timed.lines.iter().map(held_ms).max().unwrap_or(0) as f64;
     let lower = (busy_ms / devices as f64).max(longest);
     let gaps = same_device_gaps(&timed.lines);
     println!("{store}, {devices} devices, {cases} cases of ~0.4 s:");

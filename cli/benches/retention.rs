@@ -141,7 +141,20 @@ fn main() {
         let done = CancellationToken::new();
         let (during, prune) = {
             let flag = pruning.clone();
-            let flowing = flow(&grid_url, devices * 3_000, move || flag.load(std::sync::atomic::Ordering::SeqCst), &done);
+            let done_flowing = done.clone();
+            let grid = grid_url.clone();
+            // Run after run (a suite holds 10,000 cases at most) until the
+            // prune is done.
+            let flowing = async move {
+                let (mut during, mut seen) = (histogram(), 0);
+                while !done_flowing.is_cancelled() {
+                    let window = { let flag = flag.clone(); move || flag.load(std::sync::atomic::Ordering::SeqCst) };
+                    let (h, n) = flow(&grid, (devices * 300).min(10_000), window, &done_flowing).await;
+                    during.add(&h).unwrap();
+                    seen += n;
+                }
+                (during, seen)
+            };
             let prune = async {
                 // Into the flow first.
                 tokio::time::sleep(Duration::from_secs(2)).await;

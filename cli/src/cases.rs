@@ -118,8 +118,8 @@ fn check(args: CheckArgs) -> ExitCode {
     if args.strict_lynkeus && !extensions.is_empty() {
         return report(&extensions);
     }
-    for extension in &extensions {
-        eprintln!("warning: {extension}");
+    for warning in extensions.iter().chain(&suite::ignored_arguments(&cases)) {
+        eprintln!("warning: {warning}");
     }
     if args.json {
         let listing: Vec<_> = cases

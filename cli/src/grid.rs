@@ -903,6 +903,8 @@ pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode 
             device.quarantine_reason.clone()
         } else if !device.problem.is_empty() {
             format!("takes no work: {}", device.problem)
+        } else if !info.app_problem.is_empty() {
+            info.app_problem.clone()
         } else {
             device.running_case.clone()
         };

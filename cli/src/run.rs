@@ -202,7 +202,7 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
         return ExitCode::from(2);
     } else {
         let project = Arc::new(LocalProject::of(&cases_config));
-        if let Err(code) = check_fixtures(&project, &cases, &cases_config).await {
+        if let Err(code) = check_fixtures(&project, cases, &cases_config).await {
             project.close().await;
             return code;
         }

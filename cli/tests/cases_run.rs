@@ -29,9 +29,15 @@ struct Sim(Child);
 
 impl Sim {
     fn start(port: u16) -> Self {
+        Self::of(&shop().join("app.yaml"), port, &[])
+    }
+
+    /// A simulated app of `model` dialing `port`, with more `args`.
+    fn of(model: &Path, port: u16, args: &[&str]) -> Self {
         let child = Command::new(ARGUS)
             .args(["sim", "--model"])
-            .arg(shop().join("app.yaml"))
+            .arg(model)
+            .args(args)
             .args(["--port", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -180,7 +186,7 @@ fn a_pressed_element_behind_a_banner_says_why() {
         "covered",
         &[(
             "cases/pay.md",
-            "---\nid: pay\n---\nsteps:\n  - app.press: { target: \"#pay\", mode: js, timeoutMs: 100 }\n",
+            "---\nid: pay\n---\nsteps:\n  - app.press: { target: \"#pay\", js: true, timeoutMs: 100 }\n",
         )],
     );
     let out = dir.join("out");
@@ -265,4 +271,115 @@ fn check_lists_the_expanded_ids_as_json() {
     let ids: Vec<&str> = listing.as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&"login[user=ada]") && ids.contains(&"login[user=bo]"), "{ids:?}");
     assert_eq!(ids.len(), 11);
+}
+
+/// An app whose Home shows a button 1.5 s after it appears, which leads to
+/// Details.
+const LATE_MODEL: &str = "app: { name: Late }\nplatform: ios\ninitialRoute: Home\nroutes:\n  Home:\n    elements:\n      - { kind: text, testId: title, text: Home }\n      - { kind: button, testId: details, text: Details, appearAfterMs: 1500, onPress: [{ navigate: Details }] }\n  Details:\n    elements:\n      - { kind: text, testId: details-title, text: The details }\n";
+
+#[test]
+fn a_press_waits_for_a_late_button_as_lynkeus_does() {
+    let dir = project(
+        "late-press",
+        &[
+            ("app.yaml", LATE_MODEL),
+            (
+                "cases/late.md",
+                "---\nid: late\n---\nsteps:\n  - app.press: \"#details\"\n  - app.see: \"#details-title\"\n",
+            ),
+            ("cases/never.md", "---\nid: never\n---\nsteps:\n  - app.nav: Details\n  - app.press: \"#details\"\n"),
+        ],
+    );
+    let port = free_port();
+    let _sim = Sim::of(&dir.join("app.yaml"), port, &[]);
+    let out = dir.join("out");
+    let output = argus(&dir, &["cases", "run", "--once", "--port", &port.to_string(), "--out", out.to_str().unwrap()]);
+    let run = RunDir::read(&out).unwrap();
+    let case = |id: &str| run.cases.iter().find(|c| c.id == id).unwrap().clone();
+    assert_eq!(case("late").result, CaseResult::Passed, "the button that came 1.5 s in was pressed: {}", text(&output));
+    let never = case("never");
+    let press = &never.steps[1];
+    assert_eq!(press.status, StepStatus::Failed);
+    assert!(press.ms >= 3_000, "a press of what never comes gives up at the step's deadline, not at once: {press:?}");
+    // lynkeus' ms is the case's steps; readying the device is apart.
+    assert!(never.extra.get("prepareMs").and_then(serde_json::Value::as_u64).is_some_and(|ms| ms >= 300), "{never:?}");
+    let steps_ms: u64 = never.steps.iter().map(|s| s.ms).sum();
+    assert!(never.ms >= steps_ms && never.ms < steps_ms + 100, "ms is the steps' time: {} vs {steps_ms}", never.ms);
+}
+
+#[test]
+fn see_says_what_an_element_says_and_where_the_app_is_in_lynkeus_words() {
+    let port = free_port();
+    let _sim = Sim::start(port);
+    let dir = project(
+        "see-words",
+        &[
+            (
+                "cases/says.md",
+                "---\nid: says\n---\nsteps:\n  - app.see: { target: \"#title\", text: Goodbye, timeoutMs: 100 }\n",
+            ),
+            ("cases/route.md", "---\nid: route\n---\nsteps:\n  - app.see: { route: Settings, timeoutMs: 100 }\n"),
+            ("cases/layer.md", "---\nid: layer\n---\nsteps:\n  - app.see: { layer: confirm, timeoutMs: 100 }\n"),
+        ],
+    );
+    let out = dir.join("out");
+    argus(&dir, &["cases", "run", "--once", "--port", &port.to_string(), "--out", out.to_str().unwrap()]);
+    let run = RunDir::read(&out).unwrap();
+    let error = |id: &str| run.cases.iter().find(|c| c.id == id).unwrap().steps[0].error.clone().unwrap_or_default();
+    assert_eq!(error("says"), r#"{"testId":"title"} says "Welcome to Shop", not "Goodbye""#);
+    assert_eq!(error("route"), "on Home, not Settings");
+    assert_eq!(error("layer"), "no layer confirm is open");
+}
+
+#[test]
+fn why_names_only_what_failed_in_this_attempt() {
+    // On one device, a case whose press fails, then one that fails by
+    // itself: the second's why must not name the first's press.
+    let port = free_port();
+    let _sim = Sim::start(port);
+    let dir = project(
+        "why-scope",
+        &[
+            ("cases/a.md", "---\nid: a\n---\nsteps:\n  - app.press: { target: \"Nowhere at all\", timeoutMs: 100 }\n"),
+            ("cases/b.md", "---\nid: b\n---\nsteps:\n  - app.see: { text: Not there either, timeoutMs: 100 }\n"),
+        ],
+    );
+    let out = dir.join("out");
+    argus(&dir, &["cases", "run", "--once", "--port", &port.to_string(), "--out", out.to_str().unwrap()]);
+    let run = RunDir::read(&out).unwrap();
+    let why = |id: &str| {
+        let case = run.cases.iter().find(|c| c.id == id).unwrap();
+        case.evidence.as_ref().and_then(|e| e.why.clone()).unwrap_or_default()
+    };
+    assert!(why("a").contains("Nowhere at all"), "the first names its own failure: {}", why("a"));
+    assert!(!why("b").contains("Nowhere at all"), "the second does not name the first's: {}", why("b"));
+}
+
+#[test]
+fn check_takes_lynkeus_spellings_and_refuses_what_lynkeus_refuses() {
+    let dir = project(
+        "spellings",
+        &[(
+            "cases/ok.md",
+            "---\nid: ok\n---\nsteps:\n  - app.idle: { quiet: 200, timeout: 2000 }\n  - app.clock: { advance: 1000 }\n  - app.wait: { target: \"#title\", timeout: 2000 }\n  - app.swipe: { direction: up, duration: 300 }\n  - app.press: { target: \"#title\", js: true, settle: true }\n  - app.scan: abc\n  - app.see: { text: Hi, timout: 10 }\n",
+        )],
+    );
+    let output = argus(&dir, &["cases", "check", "--strict-lynkeus"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(text(&output).contains("warning: cases/ok.md:11: app.see ignores timout"), "{}", text(&output));
+    std::fs::write(
+        dir.join("cases/ok.md"),
+        "---\nid: ok\n---\nsteps:\n  - app.idle: { quietMs: 200 }\n  - app.clock: { freeze: true }\n  - app.press: { target: \"#title\", mode: js }\n",
+    )
+    .unwrap();
+    let output = argus(&dir, &["cases", "check"]);
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{printed}");
+    for refusal in [
+        "cases/ok.md:5: app.idle: idle has no quietMs",
+        "cases/ok.md:6: app.clock: os clock has no freeze",
+        "cases/ok.md:7: app.press: press has no mode",
+    ] {
+        assert!(printed.contains(refusal), "{refusal}: {printed}");
+    }
 }

@@ -20,7 +20,7 @@ use common::*;
 /// Sixteen cases of about half a second: a run of a few seconds on two to
 /// four devices, long enough to be hit in the middle.
 const SUITE: &str = "---\nid: step\nmatrix: { n: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] }\n---\n\
-steps:\n  - app.see: \"#title\"\n  - app.idle: { quietMs: 500 }\n";
+steps:\n  - app.see: \"#title\"\n  - app.idle: { quiet: 500 }\n";
 const CASES: usize = 16;
 
 fn now_ms() -> i64 {

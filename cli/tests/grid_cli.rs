@@ -748,3 +748,56 @@ fn prune_removes_whole_runs_with_their_pictures_and_says_what_it_would_do_first(
     assert!(text(&output).contains("keep_days 0 would remove every finished run"), "{}", text(&output));
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+#[test]
+fn a_second_app_with_a_wrong_token_neither_takes_calls_nor_goes_unnamed() {
+    let scratch = temp_dir("wrong-token");
+    std::fs::create_dir_all(scratch.join("cases")).unwrap();
+    std::fs::write(
+        scratch.join("cases/home.md"),
+        "---\nid: home\nmatrix: { n: [1, 2, 3, 4, 5, 6] }\n---\nsteps:\n  - app.see: \"#title\"\n  - app.press: \"#feed\"\n  - app.see: \"Bo's chair\"\n",
+    )
+    .unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{listen}");
+    let database = format!("sqlite:{}", scratch.join("argus.db").display());
+    let _coordinator = Killed(spawn(
+        &["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"],
+        &scratch,
+    ));
+    let port = free_port().to_string();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port, "--app-token", "good"], &scratch));
+    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+    let sim = |token: &str| {
+        let child = Command::new(ARGUS)
+            .args(["sim", "--model"])
+            .arg(&model)
+            .args(["--port", &port, "--token", token])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Killed(child)
+    };
+    let good = sim("good");
+    wait_for_devices(&url, 1);
+    // A second app dials the same port with a wrong token, again and again.
+    let _stranger = sim("bad");
+    let output = Command::new(ARGUS).current_dir(&scratch).args(["run", "--coordinator", &url]).output().unwrap();
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("6/6 passed") && !printed.contains("flaky") && !printed.contains("↻"), "{printed}");
+    // Without the right app, the device says what it sees.
+    drop(good);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let wanted = format!("an app connected on {port} but never answered auth (wrong token?)");
+    loop {
+        let listing = text(&Command::new(ARGUS).args(["devices", "--coordinator", &url]).output().unwrap());
+        if listing.contains(&wanted) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the device never said why: {listing}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::fs::remove_dir_all(scratch).unwrap();
+}

@@ -1,8 +1,10 @@
 //! Whether a run with attempts waiting can make progress, and if not, why:
 //! a pure function of its selector and the fleet, so that a run never waits
 //! in silence. A device counts while its app is attached (idle or busy) and
-//! nothing keeps it out; one that is quarantined, drained, waiting for its
-//! app or disconnected does not, and the reason names each.
+//! nothing keeps it out, and while it runs an attempt (its app may be away
+//! in the attempt's own `before` hook, which relaunches it); one that is
+//! quarantined, drained, waiting for its app or disconnected does not, and
+//! the reason names each.
 
 use crate::scheduler::{Capabilities, Selector};
 
@@ -11,11 +13,17 @@ use crate::scheduler::{Capabilities, Selector};
 pub enum Availability {
     /// Its app is attached and nothing keeps it out.
     Ready,
+    /// It runs an attempt: it will be free again, whatever its app does
+    /// meanwhile (a `before` hook may relaunch it).
+    Running,
     Quarantined(String),
     Draining,
     /// The driver listens; no app has said hello.
     NoApp,
     Disconnected,
+    /// No app is attached, and the worker can tell why (an app connected
+    /// but never answered auth).
+    AppProblem(String),
     /// Its app says a platform other than its slot's.
     Mismatched(String),
 }
@@ -34,7 +42,7 @@ pub fn why_waiting(selector: &Selector, devices: &[DeviceView<'_>]) -> Option<St
         .iter()
         .filter(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() }))
         .collect();
-    if matching.iter().any(|d| d.availability == Availability::Ready) {
+    if matching.iter().any(|d| matches!(d.availability, Availability::Ready | Availability::Running)) {
         return None;
     }
     if matching.is_empty() {
@@ -54,10 +62,12 @@ pub fn why_waiting(selector: &Selector, devices: &[DeviceView<'_>]) -> Option<St
 fn state(availability: &Availability) -> String {
     match availability {
         Availability::Ready => "ready".into(),
+        Availability::Running => "running an attempt".into(),
         Availability::Quarantined(reason) => format!("quarantined ({reason})"),
         Availability::Draining => "draining".into(),
         Availability::NoApp => "waiting for its app".into(),
         Availability::Disconnected => "disconnected".into(),
+        Availability::AppProblem(problem) => format!("without its app ({problem})"),
         Availability::Mismatched(problem) => format!("mismatched ({problem})"),
     }
 }
@@ -108,6 +118,16 @@ mod tests {
             "every device that matches platform=ios is out: w/1 quarantined (3 infrastructure failures in a row), \
              w/2 draining, w/3 disconnected"
         );
+    }
+
+    #[test]
+    fn a_device_whose_app_is_away_in_its_own_attempt_is_not_out() {
+        let (a, b) = (caps("ios"), caps("ios"));
+        let devices = [
+            DeviceView { id: "w/1", caps: &a, availability: Availability::Running },
+            DeviceView { id: "w/2", caps: &b, availability: Availability::Disconnected },
+        ];
+        assert_eq!(why_waiting(&ios(), &devices), None, "w/1 comes back when its attempt ends");
     }
 
     #[test]

@@ -44,7 +44,7 @@ function fleetRow(device) {
   row.className = device.state;
   cell(row, device.id);
   const state = cell(row, device.state, device.state);
-  for (const why of [device.quarantine_reason, device.problem]) {
+  for (const why of [device.quarantine_reason, device.problem, device.app_problem]) {
     if (!why) continue;
     const reason = document.createElement("small");
     reason.className = "reason";

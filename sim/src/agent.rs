@@ -144,13 +144,14 @@ impl Agent {
         let mut said_hello = false;
         let mut routes = self.app.routes();
         routes.mark_unchanged();
+        let tells_routes = self.app.model().file.navigation_events;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => {
                     let _ = sink.lock().await.close().await;
                     return;
                 }
-                changed = routes.changed(), if said_hello => {
+                changed = routes.changed(), if said_hello && tells_routes => {
                     if changed.is_err() {
                         return;
                     }

@@ -59,6 +59,11 @@ pub struct ModelFile {
     /// have no route.
     #[serde(default = "yes")]
     pub navigation: bool,
+    /// Whether the agent tells the driver of each route change (a
+    /// `navigation` event); `false` as some real agents do, which say the
+    /// route only in their hello and screens.
+    #[serde(default = "yes")]
+    pub navigation_events: bool,
     pub initial_route: String,
     pub routes: BTreeMap<String, RouteSpec>,
     /// App commands beyond the built-in `events`, `stores` and `profile`.

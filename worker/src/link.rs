@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use argus_cases::runner::{Camera, Pictures, RunContext, run_attempt_with};
+use argus_cases::runner::{Camera, PREPARE_MS, Pictures, RunContext, run_attempt_with};
 use argus_cases::{Case, CaseFile, CasesConfig};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
@@ -76,6 +76,11 @@ impl Slot {
             serial: self.config.serial.clone().unwrap_or_default(),
             state: state as i32,
             hello_json: hello.map(|h| serde_json::to_string(&*h).unwrap_or_default()).unwrap_or_default(),
+            app_problem: if self.driver.connected() {
+                String::new()
+            } else {
+                self.driver.problem().unwrap_or_default()
+            },
         }
     }
 }
@@ -577,6 +582,7 @@ async fn run_lease(
     });
     let driver = slot.driver.as_ref();
     let lease_to_first_call_us = unix_us() - lease.granted_unix_us;
+    let preparing = std::time::Instant::now();
     if let Err(error) = driver.call("reset", None, Duration::from_secs(20)).await
         && error.code().is_none_or(|c| c != "timeout")
         && INFRASTRUCTURE.iter().any(|m| error.to_string().starts_with(m))
@@ -591,6 +597,7 @@ async fn run_lease(
     }
     // The app as the steps find it: a reconnect during the attempt is then
     // told apart from a relaunch (a fresh app that lost the attempt's state).
+    let prepared_ms = preparing.elapsed().as_millis() as u64;
     let mut before = AppMark::watch(driver);
     let recording = slot
         .config
@@ -617,6 +624,9 @@ async fn run_lease(
     if let Some(recording) = recording {
         film(&mut attempt, recording).await;
     }
+    // The reset and `before` hook readied the device too.
+    let settled_ms = attempt.extra.get(PREPARE_MS).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    attempt.extra.insert(PREPARE_MS.into(), (settled_ms + prepared_ms).into());
     if let Some(relaunch) = before.relaunched(driver).await {
         warn!(%relaunch, "the app was relaunched during the attempt; it runs again");
         return infra(relaunch);

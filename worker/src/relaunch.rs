@@ -26,21 +26,24 @@ const CALL: Duration = Duration::from_secs(5);
 /// between two connections).
 const MARK: Duration = Duration::from_secs(5);
 
+/// Hellos during one attempt from which two apps dialing the same port are
+/// told from one app reconnecting: each new connection that says hello
+/// replaces the other, again and again.
+const FLAPPING: u32 = 5;
+
 /// The app as an attempt's steps found it, and the events since.
 pub(crate) struct AppMark {
-    route: Option<String>,
     /// The newest trace event (`seq`, `t`) when the steps started.
     newest: Option<(u64, u64)>,
     events: broadcast::Receiver<DriverEvent>,
+    port: u16,
 }
 
 impl AppMark {
     /// Subscribes to the driver's events: a reconnect after this point is
     /// seen. [`AppMark::read`] then fingerprints the process.
     pub(crate) fn watch(driver: &Driver) -> Self {
-        let events = driver.events();
-        let route = driver.hello().and_then(|hello| hello.route.clone());
-        Self { route, newest: None, events }
+        Self { newest: None, events: driver.events(), port: driver.local_addr().port() }
     }
 
     /// Reads the app's trace for the fingerprint. Any event of the process
@@ -51,30 +54,27 @@ impl AppMark {
     }
 
     /// Once the steps have run: `Some(why)` when the app that answered them
-    /// is not the process that was there when they started.
+    /// is not the process that was there when they started. Only the trace
+    /// tells: a process keeps its events across a reconnect, and a new one
+    /// starts them again. The route it comes back on does not (a press may
+    /// have navigated just before the blip).
     pub(crate) async fn relaunched(mut self, driver: &Driver) -> Option<String> {
-        let mut route = self.route.clone();
-        let mut reconnected = false;
+        let mut hellos = 0u32;
         loop {
             match self.events.try_recv() {
-                Ok(DriverEvent::Navigation(to)) => route = to,
-                Ok(DriverEvent::Hello(hello)) => {
-                    reconnected = true;
-                    if let (Some(was), Some(back)) = (&route, &hello.route)
-                        && was != back
-                    {
-                        return Some(format!(
-                            "the app was relaunched during the attempt (it reconnected on {back}, not on {was} where it was)"
-                        ));
-                    }
-                    route = hello.route.clone().or(route);
-                }
-                Ok(DriverEvent::Disconnected) => {}
-                Err(TryRecvError::Lagged(_)) => reconnected = true,
+                Ok(DriverEvent::Hello(_)) => hellos += 1,
+                Ok(DriverEvent::Navigation(_) | DriverEvent::Disconnected | DriverEvent::Problem) => {}
+                Err(TryRecvError::Lagged(skipped)) => hellos += skipped as u32,
                 Err(TryRecvError::Empty | TryRecvError::Closed) => break,
             }
         }
-        if !reconnected {
+        if hellos >= FLAPPING {
+            return Some(format!(
+                "two apps seem to dial port {}: their connections replaced each other {hellos} times during the attempt",
+                self.port
+            ));
+        }
+        if hellos == 0 {
             return None;
         }
         let (seq, t) = self.newest?;

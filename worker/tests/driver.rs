@@ -198,14 +198,54 @@ async fn navigation_and_hello_are_observable() {
 }
 
 #[tokio::test]
-async fn a_wrong_token_is_refused_as_unauthenticated() {
-    let driver = driver(DriverConfig { token: Some("b".into()), ..quick() }).await;
-    let _sim = Sim::start(driver.local_addr().port(), Some("a"));
+async fn a_wrong_token_gets_no_calls_and_is_named() {
+    let config = DriverConfig { token: Some("b".into()), auth_timeout: Duration::from_millis(200), ..quick() };
+    let driver = driver(config).await;
+    let port = driver.local_addr().port();
+    let _sim = Sim::start(port, Some("a"));
     let error = driver.wait_for_app(Duration::from_millis(500)).await.unwrap_err();
     assert!(error.to_string().contains("Does the driver's token match the app's?"), "{error}");
-    let error = driver.call("screen", None, WAIT).await.unwrap_err();
-    assert_eq!(error.code(), Some("unauthenticated"));
-    assert_eq!(error.to_string(), "Not authenticated");
+    assert_eq!(
+        driver.problem().as_deref(),
+        Some(format!("an app connected on {port} but never answered auth (wrong token?)").as_str())
+    );
+    // The silent app is never asked: the call waits for an app that says
+    // hello, and is never answered `unauthenticated`.
+    let error = driver.call("screen", None, Duration::from_millis(300)).await.unwrap_err();
+    assert_eq!(error.code(), Some("timeout"), "{error}");
+    // An app with the right token attaches, and the problem is gone.
+    let (mut app, _) = BareApp::attach(driver.local_addr()).await;
+    driver.wait_for_app(WAIT).await.unwrap();
+    assert_eq!(driver.problem(), None);
+    let driver = std::sync::Arc::new(driver);
+    let call = tokio::spawn({
+        let driver = driver.clone();
+        async move { driver.call("ping", None, WAIT).await }
+    });
+    let request = app.recv().await;
+    app.send(json!({"id": request["id"], "result": "pong"})).await;
+    assert_eq!(call.await.unwrap().unwrap(), "pong");
+}
+
+#[tokio::test]
+async fn a_connection_that_never_says_hello_leaves_the_attached_app_its_calls() {
+    let driver = std::sync::Arc::new(driver(DriverConfig { token: Some("b".into()), ..quick() }).await);
+    let (mut app, _) = BareApp::attach(driver.local_addr()).await;
+    driver.wait_for_app(WAIT).await.unwrap();
+    // A second app on the same port with a wrong token: it connects, gets
+    // auth, and stays silent.
+    let mut stranger = BareApp::connect(driver.local_addr()).await;
+    assert_eq!(stranger.recv().await["event"], "auth");
+    for n in 0..3 {
+        let call = tokio::spawn({
+            let driver = driver.clone();
+            async move { driver.call("ping", None, WAIT).await }
+        });
+        let request = app.recv().await;
+        app.send(json!({"id": request["id"], "result": n})).await;
+        assert_eq!(call.await.unwrap().unwrap(), n, "the attached app answers");
+    }
+    assert!(driver.connected());
 }
 
 #[tokio::test]

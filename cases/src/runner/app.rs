@@ -47,7 +47,7 @@ pub(super) fn target_of(verb: &str, value: &Value) -> Result<Target, StepError> 
                 (None, None) => return Err(needs()),
             };
             let nth = value.get("nth").and_then(Value::as_u64).map(|n| n as usize);
-            (raw, text_of(value, "within"), nth)
+            (raw, text_of(value, "within").or_else(|| text_of(value, "in")), nth)
         }
         _ => return Err(needs()),
     };
@@ -72,10 +72,6 @@ impl<D: Device> Attempt<'_, D> {
             "see" => self.see(value).await,
             "wait" => self.wait(value).await,
             "nav" => self.nav(value).await,
-            "back" => {
-                self.call("back", None, CALL_TIMEOUT).await?;
-                Ok(Done::Passed)
-            }
             "requests" => {
                 self.mark = Some(self.trace_last().await?);
                 Ok(Done::Passed)
@@ -111,48 +107,13 @@ impl<D: Device> Attempt<'_, D> {
                 "app.run plays a lynkeus flow, which argus does not run; write the flow as a macro (cases.macros)"
                     .into(),
             )),
-            "deeplink" => {
-                let url = match value {
-                    Value::String(url) => url.clone(),
-                    other => {
-                        text_of(other, "url").ok_or_else(|| StepError::Failed("app.deeplink needs a url".into()))?
-                    }
-                };
-                self.call("deepLink", Some(json!({"url": url})), CALL_TIMEOUT).await?;
-                Ok(Done::Passed)
-            }
-            "idle" => {
-                let quiet = ms(value, "quietMs").unwrap_or(IDLE_DEFAULT.0);
-                let timeout = ms(value, "timeoutMs").unwrap_or(IDLE_DEFAULT.1);
-                self.idle(quiet, timeout).await?;
-                Ok(Done::Passed)
-            }
             "reset" => {
                 self.call("reset", None, CALL_TIMEOUT).await?;
                 Ok(Done::Passed)
             }
-            "mock" => {
-                let mut params = match value {
-                    Value::Object(map) => map.clone(),
-                    Value::String(s) if s == "clear" => Map::from_iter([("action".to_owned(), json!("clear"))]),
-                    _ => return Err(StepError::Failed("app.mock takes {request, …} or `clear`".into())),
-                };
-                params.entry("action").or_insert(json!("add"));
-                self.call("netmock", Some(Value::Object(params)), CALL_TIMEOUT).await?;
-                Ok(Done::Passed)
-            }
-            "launch" => Err(StepError::Unsupported("launch".into())),
-            // Host controls and app-provided commands: the app answers or
-            // says `Unknown method`, which makes the step unsupported.
-            other => {
-                let params = match value {
-                    Value::Null => None,
-                    Value::Object(_) => Some(value.clone()),
-                    scalar => Some(json!({ "value": scalar })),
-                };
-                self.call(other, params, CALL_TIMEOUT).await?;
-                Ok(Done::Passed)
-            }
+            // Every other command of lynkeus' table, as the call its CLI
+            // command makes (`runner/commands.rs`).
+            other => self.lynkeus_command(other, value).await,
         }
     }
 
@@ -238,14 +199,15 @@ impl<D: Device> Attempt<'_, D> {
                 return Ok(Done::Skipped);
             }
         }
-        let mut found = self.find(&target).await?;
-        if found.is_null() {
+        if self.find(&target).await?.is_null() {
             let mut params = Map::new();
             params.insert("target".into(), target_json(&target));
             let _ = self.wait_for(params, 500).await;
-            found = self.find(&target).await?;
         }
-        if !found.is_null() && matches!(target, Target::TestId { .. }) {
+        // lynkeus then polls an element named by testId until it can be
+        // pressed, or the step's time is up: one that is not there yet
+        // (arriving late) is waited for too, not pressed at once.
+        if matches!(target, Target::TestId { .. }) {
             self.until_pressable(&target, value).await?;
         }
         let mut params = match target_json(&target) {
@@ -255,17 +217,22 @@ impl<D: Device> Attempt<'_, D> {
         if let Some(hold) = ms(value, "holdMs").or_else(|| ms(value, "hold")) {
             params.insert("holdMs".into(), json!(hold));
         }
-        if let Some(mode) = value.get("mode") {
-            params.insert("mode".into(), mode.clone());
+        if flag(value, "js") {
+            params.insert("mode".into(), json!("js"));
         }
         self.call("press", Some(Value::Object(params)), CALL_TIMEOUT).await?;
+        if flag(value, "settle") {
+            // `press --settle`: until the app stops committing, as its CLI
+            // does before it prints the screen.
+            let _ = self.idle(200, 3_000).await;
+        }
         let _ = self.idle(50, 400).await;
         Ok(Done::Passed)
     }
 
-    /// Until the element is enabled, uncovered and still (the same frame
-    /// twice running), or the step's time is up while the app is not busy
-    /// (15 s at the most).
+    /// Until the element is there, enabled, uncovered and still (the same
+    /// frame twice running), or the step's time is up while the app is not
+    /// busy (15 s at the most).
     async fn until_pressable(&self, target: &Target, value: &Value) -> Result<(), StepError> {
         let started = Instant::now();
         let deadline = Duration::from_millis(ms(value, "timeoutMs").unwrap_or(3_000));
@@ -277,7 +244,7 @@ impl<D: Device> Attempt<'_, D> {
             let ready = current.get("enabled") == Some(&Value::Bool(true))
                 && current.get("covered") != Some(&Value::Bool(true))
                 && still;
-            if ready || current.is_null() || started.elapsed() >= hard {
+            if ready || started.elapsed() >= hard {
                 return Ok(());
             }
             if started.elapsed() >= deadline {
@@ -340,7 +307,7 @@ impl<D: Device> Attempt<'_, D> {
                         .ok_or_else(|| StepError::Failed(format!("app.swipe: {key} must be \"x,y\"")))
                 };
                 let mut params = json!({"from": end("from")?, "to": end("to")?});
-                if let Some(d) = ms(value, "durationMs") {
+                if let Some(d) = ms(value, "durationMs").or_else(|| ms(value, "duration")) {
                     params["durationMs"] = json!(d);
                 }
                 params
@@ -356,7 +323,7 @@ impl<D: Device> Attempt<'_, D> {
                 if let Some(distance) = value.get("distance") {
                     params.insert("distance".into(), distance.clone());
                 }
-                if let Some(d) = ms(value, "durationMs") {
+                if let Some(d) = ms(value, "durationMs").or_else(|| ms(value, "duration")) {
                     params.insert("durationMs".into(), json!(d));
                 }
                 Value::Object(params)
@@ -398,7 +365,7 @@ impl<D: Device> Attempt<'_, D> {
             Some(what) => {
                 let target = scoped_target(
                     &what,
-                    text_of(value, "within").as_deref(),
+                    text_of(value, "within").or_else(|| text_of(value, "in")).as_deref(),
                     value.get("nth").and_then(Value::as_u64).map(|n| n as usize),
                 )
                 .map_err(StepError::Failed)?;
@@ -416,7 +383,7 @@ impl<D: Device> Attempt<'_, D> {
                 params.insert(key.into(), json!(true));
             }
         }
-        let timeout = ms(value, "timeoutMs").unwrap_or(10_000);
+        let timeout = ms(value, "timeoutMs").or_else(|| ms(value, "timeout")).unwrap_or(10_000);
         if self.run.config.interruptions.is_empty() {
             self.wait_for(params, timeout).await?;
         } else {

@@ -190,13 +190,33 @@ impl<D: Device> Attempt<'_, D> {
 
     /// `why` as lynkeus reads it: the screen, the app's recent requests and
     /// the newest trace events, against what the failing step looked for.
+    /// Only what this attempt made counts: the trace since it began, the
+    /// requests it started (nothing when no `app.*` step ran).
     async fn why(&self, screen: &Value) -> String {
-        let answer = self.call("requests", None, CALL_TIMEOUT).await.ok();
-        let requests =
-            answer.as_ref().and_then(|a| a.get("requests")).and_then(Value::as_array).cloned().unwrap_or_default();
-        let in_flight = answer.as_ref().and_then(|a| a.get("inFlight")).and_then(Value::as_u64).unwrap_or(0);
-        let trace = self.call("trace", None, CALL_TIMEOUT).await.ok();
-        let events = trace.as_ref().map(events_of).unwrap_or_default();
+        let (requests, in_flight, events) = match self.begun {
+            None => (Vec::new(), 0, Vec::new()),
+            Some(begun) => {
+                let answer = self.call("requests", None, CALL_TIMEOUT).await.ok();
+                let listed = answer.as_ref().and_then(|a| a.get("requests")).and_then(Value::as_array);
+                let requests: Vec<Value> = listed
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| {
+                        let started = r.get("startedAt").and_then(Value::as_u64);
+                        begun.app_ms.is_none_or(|begun| started.is_none_or(|at| at >= begun))
+                    })
+                    .cloned()
+                    .collect();
+                // In flight, of those this attempt started: no answer yet.
+                let unanswered = |r: &&Value| ["status", "error"].iter().all(|k| r.get(*k).is_none_or(Value::is_null));
+                let pending = requests.iter().filter(unanswered).count() as u64;
+                let in_flight = answer.as_ref().and_then(|a| a.get("inFlight")).and_then(Value::as_u64).unwrap_or(0);
+                let in_flight = in_flight.min(pending);
+                let since = json!({"since": begun.trace_seq});
+                let trace = self.call("trace", Some(since), CALL_TIMEOUT).await.ok();
+                (requests, in_flight, trace.as_ref().map(events_of).unwrap_or_default())
+            }
+        };
         let newest = &events[events.len().saturating_sub(TRACE_EVENTS)..];
         let sought = self.sought();
         let evidence = Evidence { screen, requests: &requests, in_flight, trace: newest, sought: sought.as_ref() };

@@ -5,6 +5,7 @@
 //! evidence.
 
 mod app;
+mod commands;
 mod evidence;
 mod fixtures;
 mod pictures;
@@ -108,6 +109,15 @@ enum Done {
 
 type StepResult = Result<Done, StepError>;
 
+/// Where an attempt begins in what the app remembers.
+#[derive(Debug, Clone, Copy)]
+struct Begun {
+    trace_seq: u64,
+    /// The app's clock then (its newest trace event's `t`): requests that
+    /// started before are an earlier case's. `None`: its trace was empty.
+    app_ms: Option<u64>,
+}
+
 /// The state of one attempt.
 struct Attempt<'a, D: Device> {
     device: &'a D,
@@ -118,6 +128,11 @@ struct Attempt<'a, D: Device> {
     latest: Map<String, Value>,
     /// The trace sequence number requests are checked from.
     mark: Option<u64>,
+    /// Where this attempt begins in the app's trace and request log (read
+    /// with the mark, before its first `app.*` step): evidence reads
+    /// nothing older, since a device's trace outlives `reset` and an
+    /// earlier case's failure is not this one's.
+    begun: Option<Begun>,
     /// How many of the app's analytics events were seen before this step.
     events_seen: Option<usize>,
     /// `inspect` answers, kept until a step that can change state runs.
@@ -147,14 +162,14 @@ pub async fn run_attempt_with<D: Device>(
     run: &RunContext,
     mut on_step: impl FnMut(usize, &RunStep),
 ) -> RunCase {
-    let started_at = iso_now();
-    let started = Instant::now();
+    let preparing = Instant::now();
     let mut state = Attempt {
         device,
         run,
         scope: HashMap::new(),
         latest: Map::new(),
         mark: None,
+        begun: None,
         events_seen: None,
         inspect_cache: HashMap::new(),
         ran: HashSet::new(),
@@ -174,6 +189,11 @@ pub async fn run_attempt_with<D: Device>(
     if run.collect_events && hello.as_ref().is_some_and(|h| h.has_command("events")) {
         state.events_seen = state.event_count().await;
     }
+    // lynkeus' case starts on the settled app: its `startedAt` and `ms` are
+    // the steps' (setup included); the settle before them is `prepareMs`.
+    let prepare_ms = preparing.elapsed().as_millis() as u64;
+    let started_at = iso_now();
+    let started = Instant::now();
     let steps: Vec<(&Step, Section)> =
         case.setup.iter().map(|s| (s, Section::Setup)).chain(case.steps.iter().map(|s| (s, Section::Steps))).collect();
     let mut records = Vec::with_capacity(steps.len());
@@ -242,9 +262,15 @@ pub async fn run_attempt_with<D: Device>(
         steps: records,
         evidence,
         video: None,
-        extra: Map::new(),
+        extra: Map::from_iter([(PREPARE_MS.to_owned(), Value::from(prepare_ms))]),
     }
 }
+
+/// The field of a `cases.jsonl` line (an addition lynkeus allows) that
+/// holds what readying the device took before the case's steps: the settle
+/// after its reset here, and on a grid the reset and `before` hook too.
+/// lynkeus' own `ms` leaves it out.
+pub const PREPARE_MS: &str = "prepareMs";
 
 /// Runs every case on one device, in order: each attempt starts from a
 /// `reset` app; a failed case runs again up to `retries` times (lynkeus: 1).
@@ -309,7 +335,14 @@ impl<D: Device> Attempt<'_, D> {
             && !self.run.config.macros.contains_key(&step.verb)
         {
             if self.mark.is_none() {
-                self.mark = Some(self.trace_last().await?);
+                // The same `trace` lynkeus reads for its mark: its newest
+                // event also dates the attempt's start on the app's clock.
+                let trace = self.call("trace", Some(Value::Object(Map::new())), CALL_TIMEOUT).await?;
+                let trace_seq = trace.get("last").and_then(Value::as_u64).unwrap_or(0);
+                let listed = trace.get("events").and_then(Value::as_array);
+                let app_ms = listed.into_iter().flatten().filter_map(|e| e.get("t").and_then(Value::as_u64)).max();
+                self.mark = Some(trace_seq);
+                self.begun = Some(Begun { trace_seq, app_ms });
             }
             return self.app(command, &value).await;
         }

@@ -91,11 +91,15 @@ impl<D: Device> Attempt<'_, D> {
         let screen = self.call("screen", None, CALL_TIMEOUT).await?;
         let elements = screen.get("elements").and_then(Value::as_array).cloned().unwrap_or_default();
         let presented = |e: &Value| matches!(e.get("hidden").and_then(Value::as_str), None | Some("inert"));
-        let shows = |e: &Value, text: &str| {
+        // lynkeus' `textOf`: the element's text, else its value, else its
+        // accessibility label.
+        let text_of = |e: &Value| -> String {
             ["text", "value", "accessibilityLabel"]
                 .iter()
-                .any(|k| e.get(*k).and_then(Value::as_str).is_some_and(|t| t.contains(text)))
+                .find_map(|k| e.get(*k).filter(|v| !v.is_null()).map(js_string))
+                .unwrap_or_default()
         };
+        let shows = |e: &Value, text: &str| text_of(e).contains(text);
         let named_target = match value {
             Value::String(raw) => Some(parse_target(raw)),
             Value::Object(_) if value.get("target").is_some() || value.get("testId").is_some() => {
@@ -104,7 +108,7 @@ impl<D: Device> Attempt<'_, D> {
             _ => None,
         };
         if let Some(route) = value.get("route").and_then(Value::as_str) {
-            let on = screen.get("route").and_then(Value::as_str).unwrap_or("undefined");
+            let on = screen.get("route").and_then(Value::as_str).unwrap_or("no route");
             if on != route {
                 return Ok((false, format!("on {on}, not {route}")));
             }
@@ -115,9 +119,8 @@ impl<D: Device> Attempt<'_, D> {
             match layer {
                 Value::Bool(true) if open.is_none() => return Ok((false, "no layer is open".into())),
                 Value::Bool(false) if open.is_some() => return Ok((false, "a layer is open".into())),
-                Value::String(id) if open.is_none() => return Ok((false, format!("no layer is open (wanted {id})"))),
-                Value::String(id) if !open_id.contains(id.as_str()) => {
-                    return Ok((false, format!("the open layer is {open_id}, not {id}")));
+                Value::String(id) if open.is_none() || !open_id.contains(id.as_str()) => {
+                    return Ok((false, format!("no layer {id} is open")));
                 }
                 _ => {}
             }
@@ -127,14 +130,20 @@ impl<D: Device> Attempt<'_, D> {
             self.last_target = Some(target.clone());
             let found =
                 self.call("find", Some(serde_json::to_value(&target).unwrap_or_default()), CALL_TIMEOUT).await?;
-            let ok = !found.is_null()
-                && presented(&found)
-                && text.is_none_or(|text| {
-                    let i = found.get("i").cloned();
-                    shows(&found, text) || elements.iter().any(|e| e.get("parent") == i.as_ref() && shows(e, text))
-                });
-            if !ok {
+            if found.is_null() || !presented(&found) {
                 return Ok((false, format!("not on screen: {}", target.describe())));
+            }
+            if let Some(text) = text {
+                let i = found.get("i").cloned();
+                let says = shows(&found, text)
+                    || elements.iter().any(|e| presented(e) && e.get("parent") == i.as_ref() && shows(e, text));
+                if !says {
+                    // The element is there; its words are not.
+                    return Ok((
+                        false,
+                        format!("{} says {}, not {}", target.describe(), json!(text_of(&found)), json!(text)),
+                    ));
+                }
             }
         } else if let Some(text) = text
             && !elements.iter().any(|e| presented(e) && shows(e, text))

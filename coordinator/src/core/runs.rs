@@ -159,6 +159,12 @@ impl Core {
                     Availability::Mismatched(problem.clone())
                 } else if self.workers.get(&d.worker).is_none_or(|w| w.draining) {
                     Availability::Draining
+                } else if d.lease.is_some() {
+                    // Its app may be away in the attempt's own `before`
+                    // hook (a relaunch per attempt): it will be free again.
+                    Availability::Running
+                } else if !d.info.app_problem.is_empty() && !is_attached(d.info.state) {
+                    Availability::AppProblem(d.info.app_problem.clone())
                 } else if d.info.state == grpc::DeviceState::Waiting as i32 {
                     Availability::NoApp
                 } else if d.info.state == grpc::DeviceState::Disconnected as i32 {
@@ -403,4 +409,9 @@ pub(super) fn no_device(waiting: &Waiting, still: bool) -> grpc::RunUpdate {
         })),
         seq: 0,
     }
+}
+
+/// Whether a device's app is attached (idle or busy).
+fn is_attached(state: i32) -> bool {
+    state == grpc::DeviceState::Idle as i32 || state == grpc::DeviceState::Busy as i32
 }

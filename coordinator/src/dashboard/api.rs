@@ -361,6 +361,9 @@ pub struct DeviceView {
     /// Why it takes no work though it is not quarantined (its app's platform
     /// is not its slot's).
     pub problem: Option<String>,
+    /// Why its app is not attached, when its worker can tell (an app
+    /// connected but never answered auth: a wrong token?).
+    pub app_problem: Option<String>,
     /// Busy share of the window, 0 to 1.
     pub utilisation: f64,
     /// Busy share of each bucket of the window, oldest first.
@@ -430,6 +433,7 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
                 session: (!d.session.is_empty()).then_some(d.session),
                 quarantine_reason: d.quarantined.then_some(d.quarantine_reason),
                 problem: (!d.problem.is_empty()).then_some(d.problem),
+                app_problem: (!info.app_problem.is_empty()).then_some(info.app_problem),
                 utilisation: (busy_ms as f64 / window_ms as f64).min(1.0),
                 recent,
                 id: d.id,

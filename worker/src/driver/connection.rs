@@ -64,6 +64,10 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, cancel: Cancel
         return;
     }
 
+    // An app that never answers auth is reported once (a wrong token?).
+    let auth_deadline = tokio::time::sleep(config.auth_timeout);
+    tokio::pin!(auth_deadline);
+    let mut auth_checked = false;
     let mut last_heard = Instant::now();
     let mut ping = tokio::time::interval_at(Instant::now() + config.ping_interval, config.ping_interval);
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -102,6 +106,10 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, cancel: Cancel
                         break Some(close_frame(CloseCode::Policy, "bad frame"));
                     }
                 }
+            }
+            _ = &mut auth_deadline, if !auth_checked => {
+                auth_checked = true;
+                shared.silent(link);
             }
             _ = ping.tick() => {
                 let silent = last_heard.elapsed();

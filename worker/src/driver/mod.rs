@@ -55,6 +55,9 @@ pub struct DriverConfig {
     pub reconnect_grace: Duration,
     /// A client that has not finished the WebSocket handshake by then is dropped.
     pub handshake_timeout: Duration,
+    /// An app that has not answered `auth` with `hello` by then is reported
+    /// (its token is likely wrong); it stays connected, and gets no calls.
+    pub auth_timeout: Duration,
     /// The largest message (and frame) accepted from an app.
     pub max_message_bytes: usize,
     /// How often a ping goes to the app.
@@ -72,6 +75,7 @@ impl Default for DriverConfig {
             token: None,
             reconnect_grace: Duration::from_millis(2_500),
             handshake_timeout: Duration::from_secs(5),
+            auth_timeout: Duration::from_secs(5),
             max_message_bytes: 16 << 20,
             ping_interval: Duration::from_secs(5),
             liveness_timeout: Duration::from_secs(10),
@@ -87,6 +91,7 @@ impl std::fmt::Debug for DriverConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("reconnect_grace", &self.reconnect_grace)
             .field("handshake_timeout", &self.handshake_timeout)
+            .field("auth_timeout", &self.auth_timeout)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("ping_interval", &self.ping_interval)
             .field("liveness_timeout", &self.liveness_timeout)
@@ -101,6 +106,9 @@ pub enum DriverEvent {
     Navigation(Option<String>),
     /// The attached app's connection dropped (not when a newer one replaced it).
     Disconnected,
+    /// What the driver can tell of an app that does not attach changed
+    /// ([`Driver::problem`]).
+    Problem,
 }
 
 type Sink = Arc<tokio::sync::Mutex<SplitSink<WebSocketStream<TcpStream>, Message>>>;
@@ -110,8 +118,6 @@ struct Link {
     id: u64,
     sink: Sink,
     cancel: CancellationToken,
-    /// `hello` arrived on this connection.
-    attached: bool,
 }
 
 struct Pending {
@@ -122,7 +128,15 @@ struct Pending {
 
 #[derive(Default)]
 struct State {
+    /// The connection whose app said hello: the only one calls go to.
     link: Option<Link>,
+    /// Connections that have not said hello yet (their app is starting, or
+    /// its token is wrong). The newest to say hello replaces `link`; until
+    /// then none of them gets a call.
+    candidates: HashMap<u64, Link>,
+    /// Why no app is attached, when the driver can tell: an app connected
+    /// but never answered `auth`. Cleared by the next hello.
+    problem: Option<String>,
     /// The generation of the grace timer running since the link dropped.
     grace: Option<u64>,
     generation: u64,
@@ -204,12 +218,18 @@ impl Driver {
 
     /// An app is attached: its socket is open and it said `hello`.
     pub fn connected(&self) -> bool {
-        self.shared.lock().link.as_ref().is_some_and(|l| l.attached)
+        self.shared.lock().link.is_some()
     }
 
     /// The attached app's `hello`.
     pub fn hello(&self) -> Option<Arc<Hello>> {
         self.shared.hello.borrow().clone()
+    }
+
+    /// Why no app is attached, when the driver can tell (an app connected
+    /// but never answered `auth`: a wrong token?).
+    pub fn problem(&self) -> Option<String> {
+        self.shared.lock().problem.clone()
     }
 
     /// `hello`, navigation and disconnect events from now on.
@@ -225,7 +245,7 @@ impl Driver {
             Ok(Ok(hello)) => Ok(hello.clone().expect("waited for Some")),
             Ok(Err(_)) => Err(CallError::Closed),
             Err(_) => {
-                let silent_app = self.shared.lock().link.is_some();
+                let silent_app = !self.shared.lock().candidates.is_empty();
                 Err(CallError::AttachTimeout { addr: self.shared.addr, waited: timeout, silent_app })
             }
         }
@@ -261,6 +281,9 @@ impl Driver {
             if let Some(link) = state.link.take() {
                 link.cancel.cancel();
             }
+            for (_, candidate) in state.candidates.drain() {
+                candidate.cancel.cancel();
+            }
             std::mem::take(&mut state.pending)
         };
         for (_, pending) in failed {
@@ -277,8 +300,12 @@ impl Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         self.cancel.cancel();
-        if let Some(link) = self.shared.lock().link.take() {
+        let mut state = self.shared.lock();
+        if let Some(link) = state.link.take() {
             link.cancel.cancel();
+        }
+        for (_, candidate) in state.candidates.drain() {
+            candidate.cancel.cancel();
         }
     }
 }
@@ -305,14 +332,14 @@ impl Shared {
             if state.closed {
                 return Err(CallError::Closed);
             }
-            // Like lynkeus, an open socket is enough: an app that has not
-            // said hello because the token is wrong answers `unauthenticated`.
-            // The request is also resent after hello, which the app answers
-            // from memory. With no socket but a reconnect awaited, the request
-            // waits for the next hello.
+            // Only an app that said hello gets calls: a connection that has
+            // not (an app still starting, or one whose token is wrong, which
+            // would answer `unauthenticated`) is not the device's app yet.
+            // With none attached but a reconnect awaited, or a connection
+            // that may yet say hello, the request waits for the next hello.
             let sink = match &state.link {
                 Some(link) => Some(link.sink.clone()),
-                None if state.grace.is_some() => None,
+                None if state.grace.is_some() || !state.candidates.is_empty() => None,
                 None => return Err(CallError::NoApp { addr: self.addr }),
             };
             state.pending.insert(id, Pending { frame: frame.clone(), reply });
@@ -333,7 +360,7 @@ impl Shared {
         }
     }
 
-    /// A new connection replaces the current one, whatever its state.
+    /// A new connection waits for its app's hello beside the current one.
     fn attach(&self, sink: Sink, cancel: CancellationToken) -> Option<u64> {
         let mut state = self.lock();
         if state.closed {
@@ -341,29 +368,35 @@ impl Shared {
         }
         state.next_link += 1;
         let id = state.next_link;
-        if let Some(old) = state.link.take() {
-            info!(link = id, replaced = old.id, "a newer connection replaces the older one");
-            old.cancel.cancel();
-        }
-        state.grace = None;
-        state.generation += 1;
-        state.link = Some(Link { id, sink, cancel, attached: false });
-        drop(state);
-        self.hello.send_replace(None);
+        state.candidates.insert(id, Link { id, sink, cancel });
         Some(id)
     }
 
-    /// The app on `link` said hello: it is attached, and every call in flight
-    /// is sent to it, unchanged and in id order.
+    /// The app on `link` said hello: it replaces the connection attached
+    /// before (the newest wins), and every call in flight is sent to it,
+    /// unchanged and in id order.
     async fn attached(&self, link: u64, hello: Hello) {
         let (sink, resend) = {
             let mut state = self.lock();
-            let Some(current) = state.link.as_mut().filter(|l| l.id == link) else {
+            let Some(current) = state.candidates.remove(&link) else {
                 debug!(link, "hello from a connection that was replaced; ignored");
                 return;
             };
-            current.attached = true;
+            // Older connections that never said hello are passed over too.
+            let older: Vec<u64> = state.candidates.keys().copied().filter(|id| *id < link).collect();
+            for id in older {
+                if let Some(stale) = state.candidates.remove(&id) {
+                    stale.cancel.cancel();
+                }
+            }
+            if let Some(old) = state.link.take() {
+                info!(link, replaced = old.id, "a newer connection replaces the older one");
+                old.cancel.cancel();
+            }
             let sink = current.sink.clone();
+            state.link = Some(current);
+            state.problem = None;
+            state.generation += 1;
             state.grace = None;
             let mut resend: Vec<(u64, Utf8Bytes)> =
                 state.pending.iter().map(|(id, p)| (*id, p.frame.clone())).collect();
@@ -391,6 +424,22 @@ impl Shared {
         }
     }
 
+    /// `link` connected `auth_timeout` ago and has not said hello: if it is
+    /// still waiting, that is what the device's app problem is now.
+    fn silent(&self, link: u64) {
+        let mut state = self.lock();
+        if !state.candidates.contains_key(&link) {
+            return;
+        }
+        let problem = format!("an app connected on {} but never answered auth (wrong token?)", self.addr.port());
+        if state.problem.as_ref() != Some(&problem) {
+            tracing::warn!(link, "{problem}");
+        }
+        state.problem = Some(problem);
+        drop(state);
+        let _ = self.events.send(DriverEvent::Problem);
+    }
+
     fn answered(&self, id: u64, outcome: Result<Value, CallError>) {
         let pending = self.lock().pending.remove(&id);
         match pending {
@@ -405,6 +454,10 @@ impl Shared {
     /// flight wait `reconnect_grace` for the app to come back.
     fn detached(self: &Arc<Self>, link: u64) {
         let mut state = self.lock();
+        if state.candidates.remove(&link).is_some() {
+            // It never said hello: the attached app, if any, goes on.
+            return;
+        }
         if state.link.as_ref().is_none_or(|l| l.id != link) {
             return;
         }
