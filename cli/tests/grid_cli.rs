@@ -801,3 +801,54 @@ fn a_second_app_with_a_wrong_token_neither_takes_calls_nor_goes_unnamed() {
     }
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+#[test]
+fn a_device_whose_before_hook_relaunches_its_app_is_not_out() {
+    let scratch = temp_dir("relaunch-hook");
+    std::fs::create_dir_all(scratch.join("cases")).unwrap();
+    std::fs::write(
+        scratch.join("cases/home.md"),
+        "---\nid: home\nmatrix: { n: [1, 2, 3, 4] }\n---\nsteps:\n  - app.see: \"#title\"\n",
+    )
+    .unwrap();
+    let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+    // The app is launched anew before every attempt, as a hook that
+    // relaunches a simulator's app does: gone for a moment, then back.
+    let pid = scratch.join("app.pid");
+    let relaunch = scratch.join("relaunch.sh");
+    std::fs::write(
+        &relaunch,
+        format!(
+            "kill \"$(cat '{pid}')\" 2>/dev/null\nsleep 0.3\n'{argus}' sim --model '{model}' --port \"$1\" >/dev/null 2>&1 &\necho $! > '{pid}'\n",
+            pid = pid.display(),
+            argus = ARGUS,
+            model = model.display()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let worker_file = scratch.join("worker.toml");
+    std::fs::write(
+        &worker_file,
+        format!("[[slot]]\nport = {port}\nhooks.before = \"sh '{}' {{port}}\"\n", relaunch.display()),
+    )
+    .unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let url = format!("http://{listen}");
+    let database = format!("sqlite:{}", scratch.join("argus.db").display());
+    let _coordinator = Killed(spawn(
+        &["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"],
+        &scratch,
+    ));
+    let config = worker_file.display().to_string();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--config", &config], &scratch));
+    assert!(Command::new("sh").arg(&relaunch).arg(port.to_string()).status().unwrap().success());
+    wait_for_devices(&url, 1);
+    let output = Command::new(ARGUS).current_dir(&scratch).args(["run", "--coordinator", &url]).output().unwrap();
+    let _ = Command::new("sh").arg("-c").arg(format!("kill \"$(cat '{}')\"", pid.display())).status();
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("4/4 passed"), "{printed}");
+    assert!(!printed.contains("is out"), "a device in its own attempt is not out: {printed}");
+    std::fs::remove_dir_all(scratch).unwrap();
+}

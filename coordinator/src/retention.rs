@@ -49,9 +49,11 @@ pub fn cutoff(now_ms: i64, age: Duration) -> i64 {
 
 /// Runs chosen at a time.
 const RUNS_PER_PASS: i64 = 50;
-/// Between two batches of a removal (200 cases each): about 2 ms of a
-/// database's time each, so that this leaves it mostly to the grid.
-const BATCH_PAUSE: Duration = Duration::from_millis(5);
+/// After each batch of a removal, a pause this many times as long as the
+/// batch took (and at least [`MIN_PAUSE`]): the prune takes at most a fifth
+/// of the database's time, and leaves the rest to the grid.
+const PAUSE_FACTOR: u32 = 4;
+const MIN_PAUSE: Duration = Duration::from_millis(5);
 
 /// Removes every run and session that started before `cutoff_ms`, oldest
 /// first, run by run, and each removed run's files from `artifacts`.
@@ -76,14 +78,16 @@ pub async fn prune(store: &Store, artifacts: Option<&Artifacts>, cutoff_ms: i64)
 }
 
 /// Removes one run whole, a batch of its cases per transaction, pausing
-/// between batches: a prune gives way to the leases and results that flow
+/// after each: a prune gives way to the leases and results that flow
 /// meanwhile rather than racing them for the database.
 async fn remove_run(store: &Store, run_id: &str) -> Result<Pruned, StoreError> {
     store.start_removing_run(run_id).await?;
     let mut removed = Pruned { runs: 1, ..Pruned::default() };
-    while let Some(batch) = store.remove_run_batch(run_id).await? {
+    loop {
+        let started = std::time::Instant::now();
+        let Some(batch) = store.remove_run_batch(run_id).await? else { break };
         removed.add(&batch);
-        tokio::time::sleep(BATCH_PAUSE).await;
+        tokio::time::sleep((started.elapsed() * PAUSE_FACTOR).max(MIN_PAUSE)).await;
     }
     store.finish_removing_run(run_id).await?;
     Ok(removed)
