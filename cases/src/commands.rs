@@ -187,7 +187,7 @@ impl Argv {
     pub fn text(&self, name: &str) -> Option<String> {
         self.flag(name).map(|v| match v {
             Value::Object(_) => v.to_string(),
-            other => crate::values::js_string(other),
+            other => crate::js::js_string(other),
         })
     }
 

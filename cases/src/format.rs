@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::CaseError;
-use crate::values::js_string;
+use crate::js::{cut_utf16, js_json, js_string};
 use crate::yaml::{self, Node};
 
 /// The largest case file accepted.
@@ -355,9 +355,113 @@ fn substitute(text: &str, combination: &[(String, Value)]) -> String {
     out
 }
 
+/// The longest label, in UTF-16 code units as JavaScript counts them.
+pub const MAX_LABEL_UNITS: usize = 140;
+
+/// `RunStep.step`: the verb, then the value before interpolation, as the
+/// lynkeus runner's `label()` writes it: an object or a list (its indexes as
+/// keys) as `k: v` pairs, nested values as JSON, anything else as `String()`.
+/// An empty object or list leaves the space after the verb, as lynkeus does.
+pub fn label(step: &Step) -> String {
+    fn pair(key: &str, value: &Value) -> String {
+        match value {
+            Value::Object(_) | Value::Array(_) | Value::Null => format!("{key}: {}", js_json(value)),
+            other => format!("{key}: {}", js_string(other)),
+        }
+    }
+    let text = match &step.value {
+        Value::Null => step.verb.clone(),
+        Value::Object(map) => {
+            let parts: Vec<String> = map.iter().map(|(k, v)| pair(k, v)).collect();
+            format!("{} {}", step.verb, parts.join(", "))
+        }
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().enumerate().map(|(i, v)| pair(&i.to_string(), v)).collect();
+            format!("{} {}", step.verb, parts.join(", "))
+        }
+        other => format!("{} {}", step.verb, js_string(other)),
+    };
+    cut_utf16(&text, MAX_LABEL_UNITS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::js::js_number;
+
+    fn step(verb: &str, value: serde_json::Value) -> Step {
+        Step { verb: verb.into(), value, on: None, line: 1 }
+    }
+
+    #[test]
+    fn the_label_vectors() {
+        let cases = [
+            (step("app.back", Value::Null), "app.back"),
+            (step("app.press", json!("#send")), "app.press #send"),
+            (step("app.see", json!("Sent")), "app.see Sent"),
+            (step("create_user", json!({"as": "a"})), "create_user as: a"),
+            (step("create_user", json!({"as": "u", "name": "Ana"})), "create_user as: u, name: Ana"),
+            (
+                step("app.see", json!({"text": "25 points", "timeoutMs": 10000})),
+                "app.see text: 25 points, timeoutMs: 10000",
+            ),
+            (
+                step("app.nav", json!({"route": "Checkout.Confirm", "params": {"id": "abc"}})),
+                "app.nav route: Checkout.Confirm, params: {\"id\":\"abc\"}",
+            ),
+            (step("give_points", json!({"user": "u", "points": "{{u.x}}"})), "give_points user: u, points: {{u.x}}"),
+            (step("app.wait", json!(500)), "app.wait 500"),
+        ];
+        for (step, expected) in cases {
+            assert_eq!(label(&step), expected);
+        }
+    }
+
+    #[test]
+    fn labels_follow_javascripts_object_and_string_rules() {
+        let cases = [
+            (step("app.screen", json!({})), "app.screen "),
+            (step("pick", json!(["a", "b"])), "pick 0: a, 1: b"),
+            (step("pick", json!([])), "pick "),
+            (
+                step("seed", json!({"n": 2.5, "big": 1e21, "tiny": 1e-7, "list": [1.5, null]})),
+                "seed n: 2.5, big: 1e+21, tiny: 1e-7, list: [1.5,null]",
+            ),
+            (step("seed", json!({"none": null, "on": true})), "seed none: null, on: true"),
+            (step("app.wait", json!(1e3)), "app.wait 1000"),
+            (step("app.wait", json!(0.000001)), "app.wait 0.000001"),
+            (step("app.wait", json!(-0.5)), "app.wait -0.5"),
+        ];
+        for (step, expected) in cases {
+            assert_eq!(label(&step), expected);
+        }
+    }
+
+    #[test]
+    fn numbers_print_as_javascript_prints_them() {
+        let n = |x: f64| js_number(&serde_json::Number::from_f64(x).unwrap());
+        assert_eq!(n(1.0), "1");
+        assert_eq!(n(1e3), "1000");
+        assert_eq!(n(123456789012345680000.0), "123456789012345680000");
+        assert_eq!(n(1e21), "1e+21");
+        assert_eq!(n(1.5e22), "1.5e+22");
+        assert_eq!(n(0.1), "0.1");
+        assert_eq!(n(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(n(1e-6), "0.000001");
+        assert_eq!(n(1.25e-7), "1.25e-7");
+        assert_eq!(n(-0.0), "0");
+        assert_eq!(n(-2.5), "-2.5");
+        assert_eq!(js_json(&json!({"a": [1.0, "x\"y"], "b": 1e300})), "{\"a\":[1,\"x\\\"y\"],\"b\":1e+300}");
+    }
+
+    #[test]
+    fn labels_are_cut_at_140_utf16_units() {
+        let long = step("exec", json!("😀".repeat(100)));
+        let cut = label(&long);
+        assert_eq!(cut.encode_utf16().count(), 139, "a pair is not split: 5 for `exec ` + 67 pairs");
+        assert!(cut.starts_with("exec 😀"));
+    }
+
     use serde_json::json;
 
     const GIFT: &str = "---\nid: gift\ntitle: \"A gift shows up\"\n---\nsetup:\n  - create_user: { as: u, name: \"Ana\" }\nsteps:\n  - app.press: \"#open\"\n  - app.back\n  - assert: { user: u, path: score, equals: 25 }\nexpected: |\n  The score is 25.\n";

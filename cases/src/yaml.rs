@@ -4,7 +4,7 @@
 use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
 use serde_json::{Map, Number, Value};
 
-use crate::values::js_string;
+use crate::js::js_string;
 
 /// A YAML node converted to JSON, with the 1-based line it starts on and,
 /// for sequences and mappings, its children's positions.

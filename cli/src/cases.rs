@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use argus_cases::format::label;
 use argus_cases::report::{RunDir, junit};
 use argus_cases::runner::{LocalProject, RunContext, iso_now, missing_fixtures, run_suite};
-use argus_cases::values::label;
 use argus_cases::{CaseError, CasesConfig, suite};
 use argus_proto::run::{CaseResult, RunCase, StepStatus};
 use argus_worker::driver::{Driver, DriverConfig};

@@ -111,7 +111,14 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         Err(error) => return failed(error),
     };
     let options = argus_coordinator::Options { http: Some(http), artifacts: Some(artifacts), ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    // Every task of the demo's grid, waited for when it stops.
+    let tasks = tokio_util::task::TaskTracker::new();
+    let coordinator = argus_coordinator::serve_with(listener, store, options, cancel.clone());
+    tasks.spawn(async move {
+        if let Err(error) = coordinator.await {
+            tracing::error!(%error, "the demo's coordinator stopped");
+        }
+    });
 
     // Eight devices: four iOS-like, four Android-like, each app on its own port.
     let mut slots = Vec::new();
@@ -135,10 +142,15 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         tls_ca: None,
         slots: slots.clone(),
     };
-    tokio::spawn(link::run(worker, cancel.clone()));
+    let worker_cancel = cancel.clone();
+    tasks.spawn(async move {
+        if let Err(error) = link::run(worker, worker_cancel).await {
+            tracing::error!(%error, "the demo's worker stopped");
+        }
+    });
     let mut apps = Vec::new();
     for slot in &slots {
-        match start_app(slot, &cancel) {
+        match start_app(slot, &cancel, &tasks) {
             Ok(app) => apps.push((slot.clone(), app)),
             Err(error) => return failed(error),
         }
@@ -153,7 +165,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         Ok(suite) => suite,
         Err(error) => return failed(error),
     };
-    tokio::spawn(relaunch_once(target.clone(), apps, cancel.clone()));
+    tasks.spawn(relaunch_once(target.clone(), apps, cancel.clone(), tasks.clone()));
     let project = std::sync::Arc::new(project);
     let code =
         execute(&target, request, Some(project.clone()), Some(&out), Some(&out.join("junit.xml")), &Default::default())
@@ -161,13 +173,14 @@ pub async fn run(args: DemoArgs) -> ExitCode {
     project.close().await;
     println!("run directory: {}", out.display());
     println!("flaky and slow cases: {dashboard}flaky");
-    if args.exit {
-        return code;
+    if !args.exit {
+        println!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
+        println!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
+        println!("  an Appium or Selenium client at {} (WebDriver; see the README)", dashboard.trim_end_matches('/'));
+        cancel.cancelled().await;
     }
-    println!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
-    println!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
-    println!("  an Appium or Selenium client at {} (WebDriver; see the README)", dashboard.trim_end_matches('/'));
-    cancel.cancelled().await;
+    cancel.cancel();
+    crate::grid::stop_local(tasks).await;
     code
 }
 
@@ -207,7 +220,12 @@ struct RunningApp {
 /// Relaunches, once, the app of the device that runs [`RELAUNCHED_UNDER`]:
 /// a fresh app in the middle of an attempt, as a crash and an OS restart
 /// look to the grid.
-async fn relaunch_once(target: Target, mut apps: Vec<(SlotConfig, RunningApp)>, cancel: CancellationToken) {
+async fn relaunch_once(
+    target: Target,
+    mut apps: Vec<(SlotConfig, RunningApp)>,
+    cancel: CancellationToken,
+    tasks: tokio_util::task::TaskTracker,
+) {
     let Ok((channel, bearer)) = crate::grid::channel(&target).await else { return };
     let mut fleet = grpc::fleet_client::FleetClient::with_interceptor(channel, bearer);
     let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
@@ -229,7 +247,7 @@ async fn relaunch_once(target: Target, mut apps: Vec<(SlotConfig, RunningApp)>, 
         println!("argus demo: relaunching the app of {} under case {RELAUNCHED_UNDER}", device.id);
         app.stop.cancel();
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        if let Ok(fresh) = start_app(slot, &cancel) {
+        if let Ok(fresh) = start_app(slot, &cancel, &tasks) {
             *app = fresh;
         }
         return;
@@ -237,11 +255,15 @@ async fn relaunch_once(target: Target, mut apps: Vec<(SlotConfig, RunningApp)>, 
 }
 
 /// A simulated app dialing `slot`, with the slot's platform.
-fn start_app(slot: &SlotConfig, cancel: &CancellationToken) -> Result<RunningApp, String> {
+fn start_app(
+    slot: &SlotConfig,
+    cancel: &CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) -> Result<RunningApp, String> {
     let mut model = Model::parse(MODEL, "examples/shop/app.yaml").map_err(|e| e.to_string())?;
     model.file.platform = slot.platform.clone();
     let config = AgentConfig { host: "127.0.0.1".into(), port: slot.port, ..AgentConfig::default() };
     let stop = cancel.child_token();
-    tokio::spawn(Agent::new(App::new(model), config).run(stop.clone()));
+    tasks.spawn(Agent::new(App::new(model), config).run(stop.clone()));
     Ok(RunningApp { stop })
 }

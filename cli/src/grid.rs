@@ -13,6 +13,7 @@ use argus_proto::run::RunManifest;
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::settings;
 
@@ -727,7 +728,8 @@ fn log_slots(slots: &[SlotConfig]) {
     }
 }
 
-/// A coordinator and a worker in this process; the coordinator's URL.
+/// A coordinator and a worker in this process, as tasks of `tasks` that end
+/// on `cancel`; the coordinator's URL.
 pub async fn start_local(
     database_url: &str,
     artifacts: &std::path::Path,
@@ -735,6 +737,7 @@ pub async fn start_local(
     http: Option<SocketAddr>,
     slots: &SlotArgs,
     cancel: &CancellationToken,
+    tasks: &TaskTracker,
 ) -> Result<String, String> {
     let store = Store::open(database_url).await.map_err(|e| e.to_string())?;
     let artifacts = open_artifacts(artifacts)?;
@@ -745,7 +748,15 @@ pub async fn start_local(
         None => None,
     };
     let options = argus_coordinator::Options { artifacts: Some(artifacts), http, ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let coordinator = argus_coordinator::serve_with(listener, store, options, cancel.clone());
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            if let Err(error) = coordinator.await {
+                tracing::error!(%error, "the local coordinator stopped");
+            }
+        },
+        tracing::info_span!("local coordinator"),
+    ));
     let config = WorkerConfig {
         coordinator: url.clone(),
         name: "local".into(),
@@ -758,15 +769,30 @@ pub async fn start_local(
     // Bind the drivers now, so that a port in use is reported here.
     let worker_cancel = cancel.clone();
     let (ready_tx, ready) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let result = link::run(config, worker_cancel).await;
-        let _ = ready_tx.send(result.map_err(|e| e.to_string()));
-    });
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            let result = link::run(config, worker_cancel).await;
+            let _ = ready_tx.send(result.map_err(|e| e.to_string()));
+        },
+        tracing::info_span!("local worker"),
+    ));
     match tokio::time::timeout(Duration::from_millis(300), ready).await {
         Ok(Ok(Err(error))) => Err(error),
         _ => Ok(url),
     }
 }
+
+/// Waits for a local grid's tasks once it was told to stop: the worker
+/// hands back what it ran and the coordinator commits what it holds.
+pub async fn stop_local(tasks: TaskTracker) {
+    tasks.close();
+    if tokio::time::timeout(LOCAL_STOP, tasks.wait()).await.is_err() {
+        tracing::warn!(seconds = LOCAL_STOP.as_secs(), "the local grid's tasks did not end in time");
+    }
+}
+
+/// The longest a local grid takes to stop: a worker's attempts get 30 s.
+const LOCAL_STOP: Duration = Duration::from_secs(40);
 
 pub async fn standalone(args: StandaloneArgs) -> ExitCode {
     let cancel = stop_on_signal();
@@ -779,7 +805,10 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
     };
     log_slots(&args.slots.slots());
     let http = args.http;
-    match start_local(&database_url, &args.artifacts.artifacts, args.listen, Some(http), &args.slots, &cancel).await {
+    let tasks = TaskTracker::new();
+    match start_local(&database_url, &args.artifacts.artifacts, args.listen, Some(http), &args.slots, &cancel, &tasks)
+        .await
+    {
         Ok(url) => tracing::info!(
             grpc = %url,
             dashboard = %format!("http://{http}/"),
@@ -789,7 +818,7 @@ pub async fn standalone(args: StandaloneArgs) -> ExitCode {
         Err(error) => return failed("standalone", error),
     }
     cancel.cancelled().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop_local(tasks).await;
     ExitCode::SUCCESS
 }
 

@@ -9,9 +9,9 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::Duration;
 
+use argus_cases::format::label;
 use argus_cases::report::{RunDir, junit};
 use argus_cases::runner::{LocalProject, needs_project};
-use argus_cases::values::label;
 use argus_cases::{CaseError, CasesConfig};
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
@@ -250,6 +250,8 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
         };
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
+    // A local grid's coordinator and worker, waited for once the run ends.
+    let local = tokio_util::task::TaskTracker::new();
     let url = match (&args.coordinator, &args.slots.ports) {
         (Some(url), _) => url.clone(),
         (None, Some(_)) => {
@@ -258,7 +260,7 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
             let database = format!("sqlite:{}", dir.join("argus.db").display());
             print_slots(&args.slots.slots());
             let listen = "127.0.0.1:0".parse().expect("an address");
-            match start_local(&database, &dir.join("artifacts"), listen, None, &args.slots, &cancel).await {
+            match start_local(&database, &dir.join("artifacts"), listen, None, &args.slots, &cancel, &local).await {
                 Ok(url) => {
                     let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
                         return usage("--attach-timeout takes a positive number of seconds");
@@ -279,6 +281,8 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     if let Some(project) = project {
         project.close().await;
     }
+    cancel.cancel();
+    crate::grid::stop_local(local).await;
     code
 }
 

@@ -148,12 +148,7 @@ impl grpc::runs_server::Runs for Services {
         let Some(grpc::project_serve::Kind::AttachRunId(run_id)) = first else {
             return Err(Status::invalid_argument("the first message on a Project stream must name the run it serves"));
         };
-        if let Err(error) = self.store.get_run(&run_id).await {
-            return Err(match error {
-                crate::store::StoreError::NoRun(_) => Status::not_found(format!("no run {run_id}")),
-                other => Status::unavailable(format!("cannot read run {run_id}: {other}")),
-            });
-        }
+        self.store.get_run(&run_id).await?;
         let (tx, rx) = mpsc::channel(64);
         let attachment = self.relay.attach(&run_id, tx).await;
         let relay = self.relay.clone();
@@ -189,11 +184,7 @@ impl grpc::runs_server::Runs for Services {
         let selector = suite.selector.clone();
         ask(&self.handle, |reply| Command::Admit { selector, reply }).await??;
         let platform = suite.selector.platform.clone().unwrap_or_default();
-        let history = self
-            .store
-            .expected_ms_many(&suite.case_ids(), &platform, core::HISTORY_WINDOW)
-            .await
-            .map_err(|e| Status::unavailable(format!("cannot read the suite's history: {e}")))?;
+        let history = self.store.expected_ms_many(&suite.case_ids(), &platform, core::HISTORY_WINDOW).await?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let started_at = core::now_ms();
         let (suite, run) = tokio::task::spawn_blocking(move || {
@@ -202,7 +193,7 @@ impl grpc::runs_server::Runs for Services {
         })
         .await
         .map_err(|e| Status::internal(format!("planning the run stopped: {e}")))?;
-        self.store.create_run(&run).await.map_err(|e| Status::unavailable(format!("cannot record the run: {e}")))?;
+        self.store.create_run(&run).await?;
         let response = ask(&self.handle, |reply| Command::Submitted {
             suite: Box::new(suite),
             run: Box::new(run),
@@ -233,8 +224,7 @@ impl grpc::runs_server::Runs for Services {
     }
 
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
-        let run =
-            self.store.get_run(&request.into_inner().run_id).await.map_err(|e| Status::not_found(e.to_string()))?;
+        let run = self.store.get_run(&request.into_inner().run_id).await?;
         Ok(Response::new(summary(run)))
     }
 
@@ -243,7 +233,7 @@ impl grpc::runs_server::Runs for Services {
             0 => 20,
             n => n.min(500),
         };
-        let runs = self.store.list_runs(limit).await.map_err(|e| Status::internal(e.to_string()))?;
+        let runs = self.store.list_runs(limit).await?;
         Ok(Response::new(grpc::ListResponse { runs: runs.into_iter().map(summary).collect() }))
     }
 }
@@ -251,19 +241,11 @@ impl grpc::runs_server::Runs for Services {
 impl Services {
     /// A finished run's record after `after_seq`, and its end.
     async fn replay_finished(&self, run_id: &str, after_seq: u64) -> Result<crate::watch::WatchStream, Status> {
-        let run = match self.store.get_run(run_id).await {
-            Ok(run) => run,
-            Err(crate::store::StoreError::NoRun(_)) => return Err(Status::not_found(format!("no run {run_id}"))),
-            Err(error) => return Err(Status::unavailable(format!("cannot read run {run_id}: {error}"))),
-        };
+        let run = self.store.get_run(run_id).await?;
         if run.finished_at.is_none() {
             return Err(Status::unavailable(format!("run {run_id} is being taken up again; watch again shortly")));
         }
-        let rows = self
-            .store
-            .run_log(run_id)
-            .await
-            .map_err(|e| Status::unavailable(format!("cannot read run {run_id}: {e}")))?;
+        let rows = self.store.run_log(run_id).await?;
         let log = crate::watch::from_log(&rows);
         let end = crate::watch::run_finished(log.last().map_or(1, |u| u.seq + 1), run.manifest_json);
         let (mut watcher, stream) = crate::watch::Watcher::new(log.len() + 1);

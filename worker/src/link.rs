@@ -478,8 +478,12 @@ fn attempt_outcome(result: &grpc::AttemptResult) -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Errors that mean the device, not the case, failed.
-const INFRASTRUCTURE: [&str; 3] = ["No app attached", "App disconnected mid-call", "Agent server closed"];
+/// What a step's error says when the device, not the case, failed: the
+/// words of the driver's call errors that are infrastructure
+/// ([`crate::driver::CallError::is_infrastructure`]), as
+/// the runner writes them into the step (the line carries text only).
+const INFRASTRUCTURE: [&str; 4] =
+    ["No app attached", "App disconnected mid-call", "Agent server closed", "Not authenticated"];
 
 /// Case files read once per run: every lease of a file carries its text,
 /// and a matrix of hundreds of cases must not be read again for each one
@@ -584,8 +588,7 @@ async fn run_lease(
     let lease_to_first_call_us = unix_us() - lease.granted_unix_us;
     let preparing = std::time::Instant::now();
     if let Err(error) = driver.call("reset", None, Duration::from_secs(20)).await
-        && error.code().is_none_or(|c| c != "timeout")
-        && INFRASTRUCTURE.iter().any(|m| error.to_string().starts_with(m))
+        && error.is_infrastructure()
     {
         return infra(format!("reset: {error}"));
     }

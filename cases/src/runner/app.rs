@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::{Attempt, CALL_TIMEOUT, CallFailure, Device, Done, StepError, StepResult};
 use crate::format::Step;
+use crate::js::js_string;
 use crate::targets::{is_route, parse_target, scoped_target};
-use crate::values::js_string;
 
 /// `app.idle` without arguments, as the lynkeus CLI sends it (`lynkeus idle`
 /// waits for 300 ms of quiet, 5 s at most; the protocol's own defaults,

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::app::IDLE_DEFAULT;
 use super::{Attempt, CALL_TIMEOUT, Device, Done, StepError, StepResult};
 use crate::commands::{self, Argv};
-use crate::values::js_string;
+use crate::js::js_string;
 
 /// `idle` gets its own timeout plus this on the wire.
 const IDLE_SLACK_MS: u64 = 2_000;

@@ -25,8 +25,9 @@ use argus_proto::wire::Hello;
 use serde_json::{Map, Value};
 
 use crate::config::CasesConfig;
+use crate::format::label;
 use crate::format::{Case, Step};
-use crate::values::{self, label};
+use crate::values;
 
 pub use evidence::describe_screen;
 pub use fixtures::{Fixtures, FixturesError};

@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 use super::{Attempt, Device, Done, StepError, StepResult};
 use crate::config::CasesConfig;
 use crate::format::{Case, Step};
-use crate::values::{self, js_string, matcher_of};
+use crate::js::js_string;
+use crate::values::{self, matcher_of};
 
 /// Whether a step guarded by `on` runs on the device that said `hello`.
 pub fn runs_here(on: Option<&str>, hello: Option<&Hello>) -> bool {

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::app::target_of;
 use super::{Attempt, CALL_TIMEOUT, Device, Done, StepError, StepResult};
+use crate::js::js_string;
 use crate::targets::parse_target;
-use crate::values::js_string;
 
 const POLL: Duration = Duration::from_millis(150);
 const REQUEST_POLL: Duration = Duration::from_millis(300);

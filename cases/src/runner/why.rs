@@ -10,7 +10,7 @@
 use serde_json::Value;
 use unicode_normalization::UnicodeNormalization;
 
-use crate::values::js_number;
+use crate::js::js_number;
 
 /// What the failed step was looking for.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -72,11 +72,11 @@ pub enum CoreError {
 
 impl From<CoreError> for tonic::Status {
     fn from(error: CoreError) -> Self {
-        match &error {
-            CoreError::Invalid(m) => tonic::Status::invalid_argument(m.clone()),
-            CoreError::NoDevice(m) => tonic::Status::failed_precondition(m.clone()),
+        match error {
+            CoreError::Invalid(m) => tonic::Status::invalid_argument(m),
+            CoreError::NoDevice(m) => tonic::Status::failed_precondition(m),
             CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
-            CoreError::Store(_) => tonic::Status::internal(error.to_string()),
+            CoreError::Store(store) => store.into(),
             CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
         }
     }

@@ -54,6 +54,28 @@ pub enum StoreError {
     StandbyNeedsPostgres,
 }
 
+/// The one conversion of a store error to a gRPC status: what a client
+/// can act on keeps its words; a database that could not answer is
+/// `UNAVAILABLE` (try again), never `NOT_FOUND`, and its own words (which
+/// may quote what was sent) stay in the log.
+impl From<StoreError> for tonic::Status {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NoRun(_) | StoreError::NoDevice(_) => tonic::Status::not_found(error.to_string()),
+            StoreError::StaleLease(_) | StoreError::NotPending(_) | StoreError::StandbyNeedsPostgres => {
+                tonic::Status::failed_precondition(error.to_string())
+            }
+            StoreError::Connect { .. }
+            | StoreError::UnknownScheme(_)
+            | StoreError::Migrate(_)
+            | StoreError::Query(_) => {
+                tracing::warn!(%error, "the store could not answer a request");
+                tonic::Status::unavailable("the coordinator's database could not answer; try again")
+            }
+        }
+    }
+}
+
 /// The advisory lock of the active coordinator among several on one
 /// database (the key spells `argus`).
 const LEADER_LOCK: i64 = 0x61_72_67_75_73;
@@ -1054,6 +1076,17 @@ fn pending_placeholders(rows: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_error_becomes_the_status_a_client_can_act_on() {
+        let status = |error: StoreError| tonic::Status::from(error).code();
+        assert_eq!(status(StoreError::NoRun("r".into())), tonic::Code::NotFound);
+        assert_eq!(status(StoreError::StaleLease("l".into())), tonic::Code::FailedPrecondition);
+        // A database that could not answer is never "not found".
+        let outage = tonic::Status::from(StoreError::Query(sqlx::Error::PoolTimedOut));
+        assert_eq!(outage.code(), tonic::Code::Unavailable);
+        assert_eq!(outage.message(), "the coordinator's database could not answer; try again");
+    }
 
     #[test]
     fn passwords_stay_out_of_messages() {

@@ -57,6 +57,19 @@ impl CallError {
         }
     }
 
+    /// The device failed, not the case: no app, one that went away, a
+    /// driver that closed, or an answer from an app that is not the
+    /// device's (`unauthenticated`).
+    pub fn is_infrastructure(&self) -> bool {
+        match self {
+            CallError::NoApp { .. } | CallError::AttachTimeout { .. } | CallError::Disconnected | CallError::Closed => {
+                true
+            }
+            CallError::App(body) => body.code.as_deref() == Some("unauthenticated"),
+            CallError::Timeout { .. } => false,
+        }
+    }
+
     /// The app's `Unknown method <name>`: the step is unsupported, not failed.
     pub fn is_unknown_method(&self) -> bool {
         matches!(self, CallError::App(body) if body.message.starts_with("Unknown method"))
@@ -72,5 +85,21 @@ fn attach_timeout_message(addr: SocketAddr, waited: Duration, silent_app: bool) 
         )
     } else {
         format!("No app attached on {addr} within {ms}ms. Is a dev build running with <Lynkeus>?")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_failing_is_told_from_the_case_failing_by_type() {
+        let addr: SocketAddr = "127.0.0.1:8123".parse().unwrap();
+        assert!(CallError::NoApp { addr }.is_infrastructure());
+        assert!(CallError::Disconnected.is_infrastructure());
+        assert!(CallError::Closed.is_infrastructure());
+        assert!(CallError::App(ErrorBody::unauthenticated()).is_infrastructure(), "an app that is not the device's");
+        assert!(!CallError::App(ErrorBody::new("No element matches")).is_infrastructure());
+        assert!(!CallError::Timeout { method: "press".into(), after: Duration::from_secs(1) }.is_infrastructure());
     }
 }
