@@ -122,18 +122,14 @@ impl Core {
 
     pub(super) fn update_device(&mut self, worker: &str, info: grpc::Device) {
         let id = format!("{worker}/{}", info.slot);
-        let (hello, unreadable) = match serde_json::from_str::<Value>(&info.hello_json) {
-            Ok(hello) => (Some(hello), None),
+        // The one place a device's hello is read: a worker's update.
+        let (hello, unreadable) = match serde_json::from_str::<Hello>(&info.hello_json) {
+            Ok(hello) => (Some(Arc::new(hello)), None),
             Err(_) if info.hello_json.is_empty() => (None, None),
             Err(error) => (None, Some(format!("the worker sent a hello that does not parse: {error}"))),
         };
-        let app = hello
-            .as_ref()
-            .and_then(|h| h.get("app"))
-            .and_then(|a| a.get("name"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let said = hello.as_ref().and_then(|h| h.get("platform")).and_then(Value::as_str).map(str::to_owned);
+        let app = hello.as_ref().and_then(|h| h.app_name()).map(str::to_owned);
+        let said = hello.as_ref().map(|h| h.platform.clone()).filter(|p| !p.is_empty());
         // The slot's platform is what operators configured and selectors
         // name; an app that says otherwise is on the wrong slot.
         let mismatch = unreadable.or_else(|| {
@@ -150,6 +146,7 @@ impl Core {
             id: id.clone(),
             worker: worker.to_owned(),
             info: info.clone(),
+            hello: None,
             caps: Capabilities::default(),
             lease: None,
             session: None,
@@ -171,6 +168,7 @@ impl Core {
             self.dirty_devices.insert(id.clone());
         }
         entry.info = info;
+        entry.hello = hello;
         entry.worker = worker.to_owned();
     }
 

@@ -382,10 +382,7 @@ impl Core {
         for (suspect, reason) in self.judge_device(&run_id, &line, &device_id) {
             self.quarantine_for(&suspect, reason).await;
         }
-        let native = self
-            .devices
-            .get(&device_id)
-            .and_then(|d| serde_json::from_str::<Value>(&d.info.hello_json).ok()?.get("native")?.as_bool());
+        let native = self.devices.get(&device_id).and_then(|d| d.hello.as_ref()).map(|hello| hello.native);
         if let Some(run) = self.runs.get_mut(&run_id) {
             run.publish(watch::finished(seq, line.to_line(), device.clone(), result.lease_to_first_call_us));
             if run.platform.is_none() {

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use argus_proto::grpc::{self, coordinator_message, run_update};
 use argus_proto::run::{CaseResult, RunCase, RunManifest, totals};
+use argus_proto::wire::Hello;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -181,6 +182,10 @@ struct Device {
     id: String,
     worker: String,
     info: grpc::Device,
+    /// `info.hello_json` as the typed hello, read once where the worker's
+    /// update arrives; `None` before the first hello (or when it did not
+    /// parse, which `mismatch` then says).
+    hello: Option<Arc<Hello>>,
     caps: Capabilities,
     lease: Option<String>,
     /// The WebDriver session that holds it.

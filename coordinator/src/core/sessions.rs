@@ -46,24 +46,21 @@ pub(super) struct Holding {
     last_used: Arc<AtomicI64>,
 }
 
-fn facts(device: &Device) -> (DeviceFacts<'_>, Option<Value>) {
-    let hello: Option<Value> = serde_json::from_str(&device.info.hello_json).ok();
-    let facts = DeviceFacts {
+fn facts(device: &Device) -> DeviceFacts<'_> {
+    DeviceFacts {
         id: &device.id,
         slot: &device.info.slot,
         platform: &device.caps.platform,
         udid: &device.info.udid,
         serial: &device.info.serial,
         labels: device.info.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
-        app: None,
-    };
-    (facts, hello)
+        app: device.hello.as_ref().and_then(|hello| hello.app.as_ref()),
+    }
 }
 
 /// Which of `candidates` accepts `device`, first first.
 fn matching(device: &Device, candidates: &[Wants]) -> Option<usize> {
-    let (mut facts, hello) = facts(device);
-    facts.app = hello.as_ref().and_then(|h| h.get("app"));
+    let facts = facts(device);
     candidates.iter().position(|wants| wants.accepts(&facts))
 }
 
@@ -198,7 +195,6 @@ impl Core {
             let waiting = self.session_queue.remove(n);
             let Some(device) = self.devices.get(&device_id) else { continue };
             let Some(worker) = self.workers.get(&device.worker) else { continue };
-            let hello: Value = serde_json::from_str(&device.info.hello_json).unwrap_or(Value::Null);
             let held = Held {
                 device: device_id.clone(),
                 worker: device.worker.clone(),
@@ -207,7 +203,7 @@ impl Core {
                 udid: if device.info.udid.is_empty() { device.info.serial.clone() } else { device.info.udid.clone() },
                 model: device.info.labels.get("model").cloned().unwrap_or_default(),
                 tx: worker.tx.clone(),
-                hello,
+                hello: device.hello.clone(),
             };
             let id = waiting.ask.id.clone();
             let holding = Holding {

@@ -202,7 +202,8 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
     let granted = granted.await.map_err(|_| core_error(CoreError::Stopped))?.map_err(core_error)?;
     let held = granted.held;
     let mut capabilities = candidates[granted.matched].echoed.clone();
-    let version = held.hello.get("app").and_then(|a| a.get("version")).cloned();
+    let app = held.hello.as_ref().and_then(|hello| hello.app.clone());
+    let version = app.as_ref().and_then(|a| a.get("version")).cloned();
     capabilities.insert("platformName".into(), json!(held.platform));
     capabilities.insert("appium:automationName".into(), json!("Lynkeus"));
     let name = if held.model.is_empty() { &held.slot } else { &held.model };
@@ -211,8 +212,8 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
         capabilities.insert("appium:udid".into(), json!(held.udid));
     }
     capabilities.insert("lynkeus:device".into(), json!(held.device));
-    if let Some(app) = held.hello.get("app") {
-        capabilities.insert("lynkeus:app".into(), app.clone());
+    if let Some(app) = app {
+        capabilities.insert("lynkeus:app".into(), app);
     }
     if let Some(version) = version {
         capabilities.insert("lynkeus:appVersion".into(), version);

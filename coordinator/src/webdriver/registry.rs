@@ -44,7 +44,7 @@ pub struct Held {
     pub model: String,
     pub tx: WorkerTx,
     /// The app's hello, as the worker last reported it.
-    pub hello: Value,
+    pub hello: Option<Arc<argus_proto::wire::Hello>>,
 }
 
 /// What a found element was, to find it again after the screen changed.

@@ -228,7 +228,8 @@ async fn release_actions(State(state): State<HttpState>, Path(sid): Path<String>
 /// `NATIVE_APP`, and the contexts the app lists in its hello, if any.
 fn context_names(session: &Session) -> Vec<String> {
     let mut names = vec![NATIVE_APP.to_owned()];
-    if let Some(more) = session.held.hello.get("contexts").and_then(Value::as_array) {
+    let listed = session.held.hello.as_ref().and_then(|hello| hello.extra.get("contexts"));
+    if let Some(more) = listed.and_then(Value::as_array) {
         names.extend(more.iter().filter_map(Value::as_str).filter(|c| *c != NATIVE_APP).map(str::to_owned));
     }
     names
