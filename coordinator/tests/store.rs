@@ -548,3 +548,22 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     assert!(busy.iter().all(|b| b.device_id == "w1/8123"));
     assert_eq!(store.projects().await.unwrap(), ["shop"]);
 }
+
+/// Recovery reads every recorded line of an open run into its totals: one
+/// that cannot be read stops the start, naming the run and the line.
+#[tokio::test]
+async fn a_line_that_cannot_be_read_at_recovery_is_an_error_naming_the_run_and_the_line() {
+    let store = sqlite().await;
+    store.create_run(&run("open", 1, &["a", "b"])).await.unwrap();
+    let line = r#"{"id":"a","file":"cases/a.md","attempt":1,"result":"passed","startedAt":"2026-01-01T00:00:00.000Z","ms":5,"steps":[]}"#;
+    for (lease_id, case, json) in [("l1", "a", line), ("l2", "b", "{\"id\": 7")] {
+        store.grant_lease(&lease(lease_id, "open", case, 1, 1)).await.unwrap();
+        let outcome = AttemptOutcome { run_case_json: Some(json.into()), ..passed(5, 10) };
+        store.finish_attempt(lease_id, &outcome).await.unwrap();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let served = argus_coordinator::serve_with(listener, store, argus_coordinator::Options::default(), cancel.clone());
+    let error = tokio::time::timeout(std::time::Duration::from_secs(10), served).await.unwrap().unwrap_err();
+    assert!(error.to_string().contains("run open: its recorded line 2 does not parse as a RunCase"), "{error}");
+}

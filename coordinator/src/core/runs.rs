@@ -22,8 +22,24 @@ impl Core {
                     row.id, row.selector_json
                 ))
             })?;
-            let lines: Vec<RunCase> =
-                self.store.run_lines(&row.id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            // Every recorded line counts in the run's totals: one that
+            // cannot be read is an error naming it, never left out.
+            let lines: Vec<RunCase> = self
+                .store
+                .run_lines(&row.id)
+                .await?
+                .iter()
+                .enumerate()
+                .map(|(n, line)| {
+                    serde_json::from_str(line).map_err(|e| {
+                        CoreError::Invalid(format!(
+                            "run {}: its recorded line {} does not parse as a RunCase ({e})",
+                            row.id,
+                            n + 1
+                        ))
+                    })
+                })
+                .collect::<Result<_, _>>()?;
             let log = watch::from_log(&self.store.run_log(&row.id).await?);
             let cases = self
                 .store
