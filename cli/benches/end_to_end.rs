@@ -5,6 +5,7 @@
 //! made straight to a driver, and their ratio.
 //!
 //! `cargo bench -p argus --bench end_to_end [CASES]`
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -18,6 +18,7 @@
 //! default `64 1000`. Postgres from `ARGUS_BENCH_POSTGRES_URL` (or
 //! `ARGUS_TEST_POSTGRES_URL`); give it a server with fsync on, as a team
 //! runs it. SQLite always.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

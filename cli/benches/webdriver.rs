@@ -7,6 +7,7 @@
 //! loopback.
 //!
 //! `cargo bench -p argus --bench webdriver [ROUNDS]`
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

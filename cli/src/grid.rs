@@ -502,7 +502,7 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 pub fn stop_on_signal() -> CancellationToken {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    tokio::spawn(async move {
+    argus_proto::task::spawn("stop on a signal", async move {
         #[cfg(unix)]
         {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

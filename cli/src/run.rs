@@ -407,10 +407,13 @@ pub async fn execute(
     let _stop_serving = serving.clone().drop_guard();
     if let Some(project) = project {
         let (target, run_id, stop) = (target.clone(), submitted.run_id.clone(), serving.clone());
-        tokio::spawn(tracing::Instrument::instrument(
-            crate::serve::serve_project(target, run_id, project, stop),
-            tracing::info_span!("serving the project"),
-        ));
+        argus_proto::task::spawn(
+            "serve the project",
+            tracing::Instrument::instrument(
+                crate::serve::serve_project(target, run_id, project, stop),
+                tracing::info_span!("serving the project"),
+            ),
+        );
     }
     // The run directory starts with the run: `run.json` now, lines as they come.
     let mut run_dir = match out {

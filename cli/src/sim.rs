@@ -35,7 +35,7 @@ pub async fn run(args: Args) -> ExitCode {
         reconnect_max: Duration::from_millis(args.reconnect_max_ms),
     };
     let cancel = CancellationToken::new();
-    let agent = tokio::spawn(Agent::new(app, config).run(cancel.clone()));
+    let agent = argus_proto::task::spawn("agent", Agent::new(app, config).run(cancel.clone()));
     // Ctrl-C or SIGTERM (a test harness, a process supervisor) stops it.
     crate::grid::stop_on_signal().cancelled().await;
     cancel.cancel();

@@ -1,5 +1,6 @@
 //! The grid from the command line: the demo, and `argus run` on a local
 //! grid, through real processes and sockets.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 mod common;
 

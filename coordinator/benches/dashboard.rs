@@ -6,6 +6,7 @@
 //!
 //! `ARGUS_BENCH_POSTGRES_URL=postgres://… cargo bench -p argus-coordinator --bench dashboard`
 //! (falls back to `ARGUS_TEST_POSTGRES_URL`). Seeding takes a minute.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::time::{Duration, Instant};
 

@@ -24,7 +24,7 @@ pub fn checked(
     shutdown: CancellationToken,
 ) -> ReceiverStream<std::io::Result<TcpStream>> {
     let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(async move {
+    argus_proto::task::spawn("accept connections", async move {
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -42,7 +42,7 @@ pub fn checked(
             // Nagle's algorithm (40 ms behind a delayed ACK).
             let _ = stream.set_nodelay(true);
             let tx = tx.clone();
-            tokio::spawn(async move {
+            argus_proto::task::spawn("sniff a connection", async move {
                 let mut first = [0u8; 1];
                 // A client that sends nothing for ten seconds is not kept.
                 match tokio::time::timeout(Duration::from_secs(10), stream.peek(&mut first)).await {

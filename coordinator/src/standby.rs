@@ -97,43 +97,48 @@ pub fn keep_leading(
     shutdown: CancellationToken,
     lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(tracing::Instrument::instrument(
-        async move {
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(LEASH) => {}
-                }
-                let Err(error) = lead.check().await else { continue };
-                let old = lead.pid();
-                warn!(%error, "the connection that holds the lock failed; taking the lock again");
-                lead.close().await;
-                lead = loop {
-                    match store.try_lead().await {
-                        Ok(Some(again)) => {
-                            info!("active: the lock is ours again");
-                            break again;
-                        }
-                        // The old connection's process may not have ended
-                        // yet: the lock is still its own, not another's.
-                        Ok(None) if store.lock_holders().await.is_ok_and(|pids| pids.contains(&old)) => {
-                            info!(pid = old, "the lock's old connection has not ended yet; trying again");
-                        }
-                        Ok(None) => {
-                            tracing::error!("another coordinator took the lock: it is active now; stopping");
-                            lost.store(true, std::sync::atomic::Ordering::SeqCst);
-                            shutdown.cancel();
-                            return;
-                        }
-                        Err(error) => warn!(%error, "cannot reach the database to take the lock again; trying again"),
-                    }
+    argus_proto::task::spawn(
+        "leadership",
+        tracing::Instrument::instrument(
+            async move {
+                loop {
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
                         _ = tokio::time::sleep(LEASH) => {}
                     }
-                };
-            }
-        },
-        tracing::info_span!("leadership"),
-    ))
+                    let Err(error) = lead.check().await else { continue };
+                    let old = lead.pid();
+                    warn!(%error, "the connection that holds the lock failed; taking the lock again");
+                    lead.close().await;
+                    lead = loop {
+                        match store.try_lead().await {
+                            Ok(Some(again)) => {
+                                info!("active: the lock is ours again");
+                                break again;
+                            }
+                            // The old connection's process may not have ended
+                            // yet: the lock is still its own, not another's.
+                            Ok(None) if store.lock_holders().await.is_ok_and(|pids| pids.contains(&old)) => {
+                                info!(pid = old, "the lock's old connection has not ended yet; trying again");
+                            }
+                            Ok(None) => {
+                                tracing::error!("another coordinator took the lock: it is active now; stopping");
+                                lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                                shutdown.cancel();
+                                return;
+                            }
+                            Err(error) => {
+                                warn!(%error, "cannot reach the database to take the lock again; trying again")
+                            }
+                        }
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(LEASH) => {}
+                        }
+                    };
+                }
+            },
+            tracing::info_span!("leadership"),
+        ),
+    )
 }

@@ -3,6 +3,7 @@
 //! a 400 that says what was wrong, every API error is JSON, the read token
 //! guards everything but `/healthz`, and a client that never finishes its
 //! headers is let go.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::time::Duration;
 

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod connect;
 pub mod number;
 pub mod run;
+pub mod task;
 pub mod trace;
 pub mod wire;
 

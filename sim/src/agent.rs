@@ -218,7 +218,7 @@ impl Agent {
         }
         let agent = self.clone();
         let sink = sink.clone();
-        tokio::spawn(async move {
+        argus_proto::task::spawn("answer a call", async move {
             let answer = agent.execute(request).await;
             agent.remember(key, answer.clone());
             // If this connection is gone, the driver resends after it

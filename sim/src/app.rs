@@ -724,7 +724,7 @@ impl App {
             return;
         }
         let app = Arc::downgrade(self);
-        tokio::spawn(async move {
+        argus_proto::task::spawn("timed elements", async move {
             let start = Instant::now();
             for t in thresholds {
                 tokio::time::sleep_until(start + Duration::from_millis(t)).await;
@@ -863,7 +863,7 @@ impl App {
                 Action::Wait(ms) => {
                     let app = self.clone();
                     let rest: Vec<Action> = queue.into();
-                    tokio::spawn(async move {
+                    argus_proto::task::spawn("deferred actions", async move {
                         sleep(Duration::from_millis(ms)).await;
                         app.run(rest);
                     });
@@ -995,7 +995,7 @@ impl App {
             id
         };
         let app = self.clone();
-        tokio::spawn(async move {
+        argus_proto::task::spawn("simulated request", async move {
             sleep(Duration::from_millis(spec.ms)).await;
             let status = if spec.error.is_some() { 0 } else { spec.status };
             let mut state = app.lock();

@@ -1,5 +1,6 @@
 //! The simulated app's side of the wire, against a bare WebSocket server
 //! playing the driver: handshake, tokens, answers from memory, navigation.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //! the machine does hits both alike. Prints p50 and p99 of each and their
 //! ratio to the raw echo.
 //! `cargo bench -p argus-worker --bench driver_roundtrip [-- ROUNDS]`
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -109,6 +109,9 @@ pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> Result<(), St
         let _ = axum::serve(listener, router).with_graceful_shutdown(cancel.cancelled_owned()).await;
     };
     // Ends with the worker (`cancel`).
-    tokio::spawn(tracing::Instrument::instrument(serving, tracing::info_span!("metrics", %addr)));
+    argus_proto::task::spawn(
+        "metrics",
+        tracing::Instrument::instrument(serving, tracing::info_span!("metrics", %addr)),
+    );
     Ok(())
 }

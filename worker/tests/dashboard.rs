@@ -5,6 +5,7 @@
 //! chromedriver and chromium must be on the PATH when the test is built
 //! (`.ci/run` installs them); without them it is reported `ignored` (see
 //! build.rs), and under `CI=true` the build says what is missing.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 mod common;
 

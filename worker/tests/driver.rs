@@ -1,5 +1,6 @@
 //! The driver over real sockets: the wire exchanges of spec §6.8, against
 //! bare apps (every frame visible) and the simulated app.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 mod common;
 

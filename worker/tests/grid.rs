@@ -1,6 +1,7 @@
 //! The grid over real sockets: a coordinator on SQLite, workers with driver
 //! slots, simulated apps dialing them, and a client submitting a run over
 //! gRPC and watching it to the end.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 mod common;
 

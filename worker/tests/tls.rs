@@ -1,5 +1,6 @@
 //! gRPC over TLS between workers, clients and the coordinator, and the words
 //! each side gets when one speaks TLS and the other does not.
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 mod common;
 

@@ -133,7 +133,7 @@ impl Fixtures {
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let tail = stderr.clone();
         let mut errors = BufReader::new(child.stderr.take().expect("piped")).lines();
-        let stderr_reader = tokio::spawn(async move {
+        let stderr_reader = argus_proto::task::spawn("fixtures stderr", async move {
             while let Ok(Some(line)) = errors.next_line().await {
                 tracing::debug!(target: "fixtures", "{line}");
                 if let Ok(mut tail) = tail.lock() {

@@ -3,6 +3,7 @@
 //! loopback, real workers of 50 devices each, simulated apps in this
 //! process).
 #![allow(dead_code)]
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -405,44 +405,47 @@ pub async fn start(
     };
     core.recover().await?;
     let (tx, mut rx) = mpsc::channel::<Command>(1024);
-    let task = tokio::spawn(tracing::Instrument::instrument(
-        async move {
-            let mut sweep = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tokio::select! {
-                    // What the store has not taken yet gets one more try, then
-                    // dropping the workers' and watchers' senders ends their
-                    // streams.
-                    _ = shutdown.cancelled() => {
-                        core.settle().await;
-                        info!(leases = core.leases.len(), "owner task stopped");
-                        break;
-                    }
-                    command = rx.recv() => match command {
-                        Some(command) => {
-                            // Whatever else is ready is handled too before leases
-                            // are decided: a burst of results becomes one
-                            // transaction of results and one of leases.
-                            let mut burst = vec![command];
-                            while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
-                                burst.push(more);
-                            }
-                            core.handle_burst(burst).await;
+    let task = argus_proto::task::spawn(
+        "owner",
+        tracing::Instrument::instrument(
+            async move {
+                let mut sweep = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        // What the store has not taken yet gets one more try, then
+                        // dropping the workers' and watchers' senders ends their
+                        // streams.
+                        _ = shutdown.cancelled() => {
+                            core.settle().await;
+                            info!(leases = core.leases.len(), "owner task stopped");
+                            break;
                         }
-                        None => break,
-                    },
-                    _ = sweep.tick() => core.sweep().await,
+                        command = rx.recv() => match command {
+                            Some(command) => {
+                                // Whatever else is ready is handled too before leases
+                                // are decided: a burst of results becomes one
+                                // transaction of results and one of leases.
+                                let mut burst = vec![command];
+                                while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
+                                    burst.push(more);
+                                }
+                                core.handle_burst(burst).await;
+                            }
+                            None => break,
+                        },
+                        _ = sweep.tick() => core.sweep().await,
+                    }
+                    // What the burst decided is written in a few statements,
+                    // before any device is handed the attempts it queued.
+                    core.flush().await;
+                    if core.dispatch_due {
+                        core.dispatch().await;
+                    }
                 }
-                // What the burst decided is written in a few statements,
-                // before any device is handed the attempts it queued.
-                core.flush().await;
-                if core.dispatch_due {
-                    core.dispatch().await;
-                }
-            }
-        },
-        tracing::info_span!("owner"),
-    ));
+            },
+            tracing::info_span!("owner"),
+        ),
+    );
     Ok((Handle { tx }, task))
 }
 

@@ -1,6 +1,7 @@
 //! What the driver tests share: drivers on port 0, bare apps that show every
 //! frame, simulated apps, and a proxy whose connections can be cut.
 #![allow(dead_code)]
+#![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
