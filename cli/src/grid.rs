@@ -918,20 +918,12 @@ pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode 
     println!("{:<24} {:<9} {:<18} {:<12} RUNNING / WHY", "DEVICE", "PLATFORM", "STATE", "APP");
     for device in &list.devices {
         let info = device.device.clone().unwrap_or_default();
-        // As the fleet page says it: what keeps a device from work first.
-        let draining = list.workers.iter().any(|w| w.id == device.worker && w.draining);
-        let state = match () {
-            _ if device.quarantined => "quarantined".to_owned(),
-            _ if !device.problem.is_empty() => "blocked".to_owned(),
-            _ if draining => format!("draining ({})", grpc::device_state_name(info.state)),
-            _ => grpc::device_state_name(info.state),
-        };
+        // The coordinator's one state of the device, as the fleet page says it.
+        let state = &device.state;
         let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
         let app = hello["app"]["name"].as_str().unwrap_or("-");
-        let note = if device.quarantined {
-            device.quarantine_reason.clone()
-        } else if !device.problem.is_empty() {
-            format!("takes no work: {}", device.problem)
+        let note = if !device.state_reason.is_empty() {
+            device.state_reason.clone()
         } else if !info.app_problem.is_empty() {
             info.app_problem.clone()
         } else {

@@ -595,14 +595,15 @@ fn operators_decisions_outlive_worker_and_coordinator_restarts() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let listing = text(&grid.argus(&["devices"]));
-        if listing.lines().any(|l| l.starts_with(&flagged) && l.contains(" blocked ")) {
+        if listing.lines().any(|l| l.starts_with(&flagged) && l.contains(" mismatched ")) {
             break;
         }
         assert!(Instant::now() < deadline, "{listing}");
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(
-        device_line(&grid, &flagged).contains("takes no work: its slot is android but its app says ios"),
+        device_line(&grid, &flagged)
+            .ends_with(" its slot is android but its app says ios: fix the slot's platform or the app it runs"),
         "{}",
         device_line(&grid, &flagged)
     );

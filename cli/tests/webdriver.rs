@@ -242,7 +242,7 @@ fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_device_or_worke
     let held: Vec<&serde_json::Value> =
         fleet["devices"].as_array().unwrap().iter().filter(|d| d["session"] == sid.as_str()).collect();
     assert_eq!(held.len(), 1, "{fleet}");
-    assert_eq!(held[0]["state"], "busy");
+    assert_eq!(held[0]["state"], "held", "held by a session, as argus devices and the metrics say it");
     // The legacy TouchAction endpoint older clients send: a tap on Settings.
     let touch = r#"{"actions":[{"action":"press","options":{"x":195,"y":210}},{"action":"wait","options":{"ms":50}},{"action":"release","options":{}}]}"#;
     let settings = find(&grid, &sid, "settings");

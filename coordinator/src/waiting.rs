@@ -8,24 +8,60 @@
 
 use crate::scheduler::{Capabilities, Selector};
 
-/// Why a device can or cannot take work now.
+/// A device's state: the one answer to whether it can take work now and
+/// why not, computed by the owner task (`Core::availability`) and shown the
+/// same way by the fleet page, `argus devices`, the metrics and the
+/// waiting reason of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Availability {
-    /// Its app is attached and nothing keeps it out.
-    Ready,
+    /// Its app is attached and nothing keeps it out or busy.
+    Idle,
     /// It runs an attempt: it will be free again, whatever its app does
     /// meanwhile (a `before` hook may relaunch it).
-    Running,
+    Busy,
+    /// A WebDriver session holds it.
+    Held,
     Quarantined(String),
     Draining,
+    /// Its app says a platform other than its slot's.
+    Mismatched(String),
     /// The driver listens; no app has said hello.
     NoApp,
     Disconnected,
     /// No app is attached, and the worker can tell why (an app connected
     /// but never answered auth).
     AppProblem(String),
-    /// Its app says a platform other than its slot's.
-    Mismatched(String),
+}
+
+impl Availability {
+    /// The state's name: `idle`, `busy`, `held`, `quarantined`, `draining`,
+    /// `mismatched`, `waiting` (for its app) or `disconnected`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Availability::Idle => "idle",
+            Availability::Busy => "busy",
+            Availability::Held => "held",
+            Availability::Quarantined(_) => "quarantined",
+            Availability::Draining => "draining",
+            Availability::Mismatched(_) => "mismatched",
+            Availability::NoApp => "waiting",
+            Availability::Disconnected | Availability::AppProblem(_) => "disconnected",
+        }
+    }
+
+    /// Why, when a person needs to be told.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Availability::Quarantined(why) | Availability::Mismatched(why) | Availability::AppProblem(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Whether a run waiting for it can count on it: it is free, or will
+    /// be once its attempt or session ends.
+    pub fn comes_back(&self) -> bool {
+        matches!(self, Availability::Idle | Availability::Busy | Availability::Held)
+    }
 }
 
 /// A device as this decision sees it.
@@ -42,7 +78,7 @@ pub fn why_waiting(selector: &Selector, devices: &[DeviceView<'_>]) -> Option<St
         .iter()
         .filter(|d| selector.is_satisfied_by(&Capabilities { quarantined: false, ..d.caps.clone() }))
         .collect();
-    if matching.iter().any(|d| matches!(d.availability, Availability::Ready | Availability::Running)) {
+    if matching.iter().any(|d| d.availability.comes_back()) {
         return None;
     }
     if matching.is_empty() {
@@ -61,14 +97,12 @@ pub fn why_waiting(selector: &Selector, devices: &[DeviceView<'_>]) -> Option<St
 
 fn state(availability: &Availability) -> String {
     match availability {
-        Availability::Ready => "ready".into(),
-        Availability::Running => "running an attempt".into(),
-        Availability::Quarantined(reason) => format!("quarantined ({reason})"),
-        Availability::Draining => "draining".into(),
         Availability::NoApp => "waiting for its app".into(),
-        Availability::Disconnected => "disconnected".into(),
         Availability::AppProblem(problem) => format!("without its app ({problem})"),
-        Availability::Mismatched(problem) => format!("mismatched ({problem})"),
+        other => match other.reason() {
+            Some(why) => format!("{} ({why})", other.name()),
+            None => other.name().into(),
+        },
     }
 }
 
@@ -95,7 +129,7 @@ mod tests {
         let (a, b) = (caps("ios"), caps("ios"));
         let devices = [
             DeviceView { id: "w/1", caps: &a, availability: Availability::Quarantined("sick".into()) },
-            DeviceView { id: "w/2", caps: &b, availability: Availability::Ready },
+            DeviceView { id: "w/2", caps: &b, availability: Availability::Idle },
         ];
         assert_eq!(why_waiting(&ios(), &devices), None);
     }
@@ -111,7 +145,7 @@ mod tests {
                 availability: Availability::Quarantined("3 infrastructure failures in a row".into()),
             },
             DeviceView { id: "w/3", caps: &c, availability: Availability::Disconnected },
-            DeviceView { id: "w/4", caps: &d, availability: Availability::Ready },
+            DeviceView { id: "w/4", caps: &d, availability: Availability::Idle },
         ];
         assert_eq!(
             why_waiting(&ios(), &devices).unwrap(),
@@ -124,7 +158,7 @@ mod tests {
     fn a_device_whose_app_is_away_in_its_own_attempt_is_not_out() {
         let (a, b) = (caps("ios"), caps("ios"));
         let devices = [
-            DeviceView { id: "w/1", caps: &a, availability: Availability::Running },
+            DeviceView { id: "w/1", caps: &a, availability: Availability::Busy },
             DeviceView { id: "w/2", caps: &b, availability: Availability::Disconnected },
         ];
         assert_eq!(why_waiting(&ios(), &devices), None, "w/1 comes back when its attempt ends");
@@ -133,7 +167,7 @@ mod tests {
     #[test]
     fn when_nothing_matches_the_fleet_is_listed() {
         let a = caps("android");
-        let devices = [DeviceView { id: "w/1", caps: &a, availability: Availability::Ready }];
+        let devices = [DeviceView { id: "w/1", caps: &a, availability: Availability::Idle }];
         assert_eq!(why_waiting(&ios(), &devices).unwrap(), "no device matches platform=ios; the fleet: w/1 android");
         assert_eq!(
             why_waiting(&ios(), &[]).unwrap(),

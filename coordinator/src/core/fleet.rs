@@ -317,6 +317,37 @@ impl Core {
         devices.join(", ")
     }
 
+    /// A device's state, in one place: what keeps it from work first,
+    /// then what it does, then whether its app is there.
+    pub(super) fn availability(&self, d: &Device) -> Availability {
+        let attached = |state: i32| state == grpc::DeviceState::Idle as i32 || state == grpc::DeviceState::Busy as i32;
+        if let Some(reason) = &d.quarantine {
+            Availability::Quarantined(reason.clone())
+        } else if let Some(problem) = &d.mismatch {
+            Availability::Mismatched(problem.clone())
+        } else if self.workers.get(&d.worker).is_none_or(|w| w.draining) {
+            Availability::Draining
+        } else if d.session.is_some() {
+            Availability::Held
+        } else if d.lease.is_some() {
+            // Its app may be away in the attempt's own `before` hook (a
+            // relaunch per attempt): it will be free again.
+            Availability::Busy
+        } else if !d.info.app_problem.is_empty() && !attached(d.info.state) {
+            Availability::AppProblem(d.info.app_problem.clone())
+        } else if d.info.state == grpc::DeviceState::Waiting as i32 {
+            Availability::NoApp
+        } else if d.info.state == grpc::DeviceState::Disconnected as i32 {
+            Availability::Disconnected
+        } else if d.info.state == grpc::DeviceState::Busy as i32 {
+            // Its worker says so, though no lease of this coordinator is
+            // on it (one taken back, whose attempt is still ending).
+            Availability::Busy
+        } else {
+            Availability::Idle
+        }
+    }
+
     pub(super) fn snapshot(&self) -> Snapshot {
         let going = self.runs.values().filter(|r| r.finished.is_none());
         let mut queued: HashMap<&str, i64> = going.map(|r| (r.id.as_str(), 0)).collect();
@@ -325,16 +356,7 @@ impl Core {
         }
         let mut devices: HashMap<String, i64> = HashMap::new();
         for device in self.devices.values() {
-            let state = if device.quarantine.is_some() {
-                "quarantined".to_owned()
-            } else if device.session.is_some() {
-                "session".to_owned()
-            } else if device.lease.is_some() {
-                "busy".to_owned()
-            } else {
-                grpc::device_state_name(device.info.state)
-            };
-            *devices.entry(state).or_default() += 1;
+            *devices.entry(self.availability(device).name().to_owned()).or_default() += 1;
         }
         let mut queued: Vec<(String, i64)> = queued.into_iter().map(|(id, n)| (id.to_owned(), n)).collect();
         queued.sort();
@@ -360,6 +382,8 @@ impl Core {
             .devices
             .values()
             .map(|d| grpc::FleetDevice {
+                state: self.availability(d).name().to_owned(),
+                state_reason: self.availability(d).reason().unwrap_or_default().to_owned(),
                 id: d.id.clone(),
                 worker: d.worker.clone(),
                 device: Some(d.info.clone()),

@@ -24,6 +24,7 @@ use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
 use crate::store::{
     AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
 };
+use crate::waiting::Availability;
 use crate::watch::{self, WatchStream, Watcher};
 
 mod fleet;

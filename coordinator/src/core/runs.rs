@@ -164,32 +164,11 @@ impl Core {
     /// them, and if none can, why; the store keeps the reason for the
     /// dashboard.
     pub(super) async fn check_waiting(&mut self) {
-        use crate::waiting::{Availability, DeviceView, why_waiting};
+        use crate::waiting::{DeviceView, why_waiting};
         let views: Vec<DeviceView<'_>> = self
             .devices
             .values()
-            .map(|d| {
-                let availability = if let Some(reason) = &d.quarantine {
-                    Availability::Quarantined(reason.clone())
-                } else if let Some(problem) = &d.mismatch {
-                    Availability::Mismatched(problem.clone())
-                } else if self.workers.get(&d.worker).is_none_or(|w| w.draining) {
-                    Availability::Draining
-                } else if d.lease.is_some() {
-                    // Its app may be away in the attempt's own `before`
-                    // hook (a relaunch per attempt): it will be free again.
-                    Availability::Running
-                } else if !d.info.app_problem.is_empty() && !is_attached(d.info.state) {
-                    Availability::AppProblem(d.info.app_problem.clone())
-                } else if d.info.state == grpc::DeviceState::Waiting as i32 {
-                    Availability::NoApp
-                } else if d.info.state == grpc::DeviceState::Disconnected as i32 {
-                    Availability::Disconnected
-                } else {
-                    Availability::Ready
-                };
-                DeviceView { id: &d.id, caps: &d.caps, availability }
-            })
+            .map(|d| DeviceView { id: &d.id, caps: &d.caps, availability: self.availability(d) })
             .collect();
         let waiting_runs: std::collections::HashSet<&str> = self.pending.per_run().map(|(run, _)| run).collect();
         let verdicts: Vec<(String, Option<String>)> = self
@@ -425,9 +404,4 @@ pub(super) fn no_device(waiting: &Waiting, still: bool) -> grpc::RunUpdate {
         })),
         seq: 0,
     }
-}
-
-/// Whether a device's app is attached (idle or busy).
-fn is_attached(state: i32) -> bool {
-    state == grpc::DeviceState::Idle as i32 || state == grpc::DeviceState::Busy as i32
 }

@@ -348,7 +348,8 @@ pub struct DeviceView {
     pub id: String,
     pub worker: String,
     pub platform: String,
-    /// idle, busy, quarantined, disconnected, …
+    /// idle, busy, held, quarantined, draining, mismatched, waiting,
+    /// disconnected: the coordinator's one state of a device.
     pub state: String,
     pub since: String,
     pub app: Option<String>,
@@ -406,15 +407,9 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
             let info = d.device.unwrap_or_default();
             let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
             let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);
-            let state = if d.quarantined {
-                "quarantined".to_owned()
-            } else if !d.problem.is_empty() {
-                "mismatched".to_owned()
-            } else if !d.running_case.is_empty() || !d.session.is_empty() {
-                "busy".to_owned()
-            } else {
-                argus_proto::grpc::device_state_name(info.state)
-            };
+            // The coordinator's one state of a device, as `argus devices`
+            // and the metrics show it.
+            let state = d.state.clone();
             let mut recent = vec![0.0; FLEET_BUCKETS as usize];
             for b in busy.iter().filter(|b| b.device_id == d.id) {
                 if let Some(share) = usize::try_from(b.bucket).ok().and_then(|i| recent.get_mut(i)) {
