@@ -280,8 +280,8 @@ pub fn known(name: &str) -> bool {
 
 /// The keys lynkeus' runner reads of the steps it does itself without a
 /// command's argv; it lets any other key be.
-pub fn read_keys(name: &str) -> Option<&'static [&'static str]> {
-    const SEE: &[&str] = &[
+pub fn read_keys(name: &str) -> Option<Vec<&'static str>> {
+    const SEE: [&str; 14] = [
         "testId",
         "target",
         "text",
@@ -298,25 +298,11 @@ pub fn read_keys(name: &str) -> Option<&'static [&'static str]> {
         "timeoutMs",
     ];
     Some(match name {
-        "see" => SEE,
-        "event" => &[
-            "name",
-            "props",
-            "properties",
-            "absent",
-            "testId",
-            "target",
-            "text",
-            "route",
-            "request",
-            "status",
-            "layer",
-            "within",
-            "nth",
-            "timeoutMs",
-        ],
-        "call" => &["command", "params", "expect", "as", "timeoutMs"],
-        "run" => &["flow", "vars"],
+        "see" => SEE.to_vec(),
+        // `event` is `see` of the event its `name` names.
+        "event" => std::iter::once("name").chain(SEE).collect(),
+        "call" => vec!["command", "params", "expect", "as", "timeoutMs"],
+        "run" => vec!["flow", "vars"],
         _ => return None,
     })
 }

@@ -223,9 +223,18 @@ impl Default for CoordinatorSettings {
 }
 
 impl CoordinatorSettings {
+    /// The settings as loaded, with the secrets named as files read in.
+    pub(crate) fn with_secret_files(loaded: settings::Loaded<Self>) -> Result<Self, String> {
+        let url_given =
+            loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
+        let mut settings = loaded.settings;
+        settings.read_secret_files(url_given)?;
+        Ok(settings)
+    }
+
     /// Reads the secrets named as files into their settings.
     /// `url_given`: whether `database_url` was set anywhere (not defaulted).
-    pub(crate) fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
+    fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
         settings::secret_from_file("worker_token", &mut self.worker_token, self.worker_token_file.as_deref())?;
         settings::secret_from_file("client_token", &mut self.client_token, self.client_token_file.as_deref())?;
         settings::secret_from_file("read_token", &mut self.read_token, self.read_token_file.as_deref())?;
@@ -534,12 +543,10 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         settings::print(&loaded);
         return ExitCode::SUCCESS;
     }
-    let url_given =
-        loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
-    let mut settings = loaded.settings;
-    if let Err(error) = settings.read_secret_files(url_given) {
-        return failed("coordinator", error);
-    }
+    let settings = match CoordinatorSettings::with_secret_files(loaded) {
+        Ok(settings) => settings,
+        Err(error) => return failed("coordinator", error),
+    };
     if settings.keep_days == Some(0) {
         return failed(
             "coordinator",

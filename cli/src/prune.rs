@@ -61,12 +61,10 @@ pub async fn run(args: PruneArgs, matches: &clap::ArgMatches) -> ExitCode {
         Ok(loaded) => loaded,
         Err(error) => return failed(error),
     };
-    let url_given =
-        loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
-    let mut settings = loaded.settings;
-    if let Err(error) = settings.read_secret_files(url_given) {
-        return failed(error);
-    }
+    let settings = match CoordinatorSettings::with_secret_files(loaded) {
+        Ok(settings) => settings,
+        Err(error) => return failed(error),
+    };
     let store = match Store::open(&settings.database_url).await {
         Ok(store) => store,
         Err(error) => return failed(error.to_string()),
