@@ -22,12 +22,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::core::{Command, Handle};
+use crate::core::Handle;
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -212,11 +211,7 @@ fn authorized(headers: &axum::http::HeaderMap, token: &str) -> bool {
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let (reply, snapshot) = oneshot::channel();
-    if state.handle.send(Command::Snapshot { reply }).await.is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down\n".to_owned()).into_response();
-    }
-    let Ok(snapshot) = snapshot.await else {
+    let Ok(snapshot) = state.handle.snapshot().await else {
         return (StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down\n".to_owned()).into_response();
     };
     let body = state.metrics.render(&snapshot);

@@ -10,13 +10,13 @@ use argus_proto::grpc::{
     self, fleet_server::FleetServer, runs_server::RunsServer, worker_message, workers_server::WorkersServer,
 };
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 
-use crate::core::{self, Command, Handle};
+use crate::core::{self, Handle};
 use crate::http::HttpState;
 use crate::metrics::Metrics;
 use crate::relay::ProjectRelay;
@@ -34,12 +34,6 @@ struct Services {
     artifacts: Option<crate::artifacts::Artifacts>,
     /// WebDriver sessions, whose calls' answers come up the workers' links.
     webdriver: Arc<crate::webdriver::Registry>,
-}
-
-async fn ask<T>(handle: &Handle, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Status> {
-    let (reply, answer) = oneshot::channel();
-    handle.send(make(reply)).await?;
-    answer.await.map_err(|_| Status::unavailable("the coordinator is shutting down"))
 }
 
 #[tonic::async_trait]
@@ -63,7 +57,7 @@ impl grpc::workers_server::Workers for Services {
         // then the stream to it must end once the owner lets go of it, and
         // not wait for the worker's side to close first.
         let mut to_worker = Some(tx.clone());
-        let link = ask(&self.handle, |reply| Command::WorkerJoined { register, tx, reply }).await??;
+        let link = self.handle.worker_joined(register, tx).await?;
         let (handle, relay, webdriver) = (self.handle.clone(), self.relay.clone(), self.webdriver.clone());
         let mut files = crate::artifacts::Assembler::new(self.artifacts.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
@@ -97,11 +91,11 @@ impl grpc::workers_server::Workers for Services {
                         }
                         kind => grpc::WorkerMessage { kind },
                     };
-                    if handle.send(Command::WorkerMessage { link: link.clone(), message }).await.is_err() {
+                    if handle.worker_message(link.clone(), message).await.is_err() {
                         return;
                     }
                 }
-                let _ = handle.send(Command::WorkerGone { link }).await;
+                handle.worker_gone(link).await;
             },
             span,
         ));
@@ -182,7 +176,7 @@ impl grpc::runs_server::Runs for Services {
             .map_err(|e| Status::internal(format!("checking the suite stopped: {e}")))?
             .map_err(Status::invalid_argument)?;
         let selector = suite.selector.clone();
-        ask(&self.handle, |reply| Command::Admit { selector, reply }).await??;
+        self.handle.admit(selector).await?;
         let platform = suite.selector.platform.clone().unwrap_or_default();
         let history = self.store.expected_ms_many(&suite.case_ids(), &platform, core::HISTORY_WINDOW).await?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
@@ -194,20 +188,14 @@ impl grpc::runs_server::Runs for Services {
         .await
         .map_err(|e| Status::internal(format!("planning the run stopped: {e}")))?;
         self.store.create_run(&run).await?;
-        let response = ask(&self.handle, |reply| Command::Submitted {
-            suite: Box::new(suite),
-            run: Box::new(run),
-            traceparent,
-            reply,
-        })
-        .await?;
+        let response = self.handle.submitted(suite, run, traceparent).await?;
         Ok(Response::new(response))
     }
 
     async fn watch(&self, request: Request<grpc::WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
         let grpc::WatchRequest { run_id, after_seq } = request.into_inner();
         let asked = run_id.clone();
-        match ask(&self.handle, |reply| Command::Watch { run_id, after_seq, reply }).await? {
+        match self.handle.watch(run_id, after_seq).await {
             Ok(stream) => Ok(Response::new(stream)),
             // Not going: a run that finished (perhaps before a restart) is
             // replayed from the store, so a client that lost its stream at
@@ -219,7 +207,7 @@ impl grpc::runs_server::Runs for Services {
 
     async fn cancel(&self, request: Request<grpc::CancelRequest>) -> Result<Response<grpc::CancelResponse>, Status> {
         let run_id = request.into_inner().run_id;
-        ask(&self.handle, |reply| Command::Cancel { run_id, reply }).await??;
+        self.handle.cancel(run_id).await?;
         Ok(Response::new(grpc::CancelResponse {}))
     }
 
@@ -275,18 +263,18 @@ impl grpc::fleet_server::Fleet for Services {
         &self,
         _request: Request<grpc::ListFleetRequest>,
     ) -> Result<Response<grpc::ListFleetResponse>, Status> {
-        Ok(Response::new(ask(&self.handle, |reply| Command::Fleet { reply }).await?))
+        Ok(Response::new(self.handle.fleet().await?))
     }
 
     async fn drain(&self, request: Request<grpc::DrainRequest>) -> Result<Response<grpc::DrainResponse>, Status> {
         let worker = request.into_inner().worker_id;
-        ask(&self.handle, |reply| Command::Drain { worker, drain: true, reply }).await??;
+        self.handle.drain(worker, true).await?;
         Ok(Response::new(grpc::DrainResponse {}))
     }
 
     async fn resume(&self, request: Request<grpc::ResumeRequest>) -> Result<Response<grpc::ResumeResponse>, Status> {
         let worker = request.into_inner().worker_id;
-        ask(&self.handle, |reply| Command::Drain { worker, drain: false, reply }).await??;
+        self.handle.drain(worker, false).await?;
         Ok(Response::new(grpc::ResumeResponse {}))
     }
 
@@ -297,13 +285,13 @@ impl grpc::fleet_server::Fleet for Services {
         let request = request.into_inner();
         let reason = if request.reason.is_empty() { "quarantined by an operator".to_owned() } else { request.reason };
         let device = request.device_id;
-        ask(&self.handle, |reply| Command::Quarantine { device, reason: Some(reason), reply }).await??;
+        self.handle.quarantine(device, Some(reason)).await?;
         Ok(Response::new(grpc::QuarantineResponse {}))
     }
 
     async fn release(&self, request: Request<grpc::ReleaseRequest>) -> Result<Response<grpc::ReleaseResponse>, Status> {
         let device = request.into_inner().device_id;
-        ask(&self.handle, |reply| Command::Quarantine { device, reason: None, reply }).await??;
+        self.handle.quarantine(device, None).await?;
         Ok(Response::new(grpc::ReleaseResponse {}))
     }
 }

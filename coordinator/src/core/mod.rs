@@ -94,7 +94,8 @@ pub struct Link {
     pub conn: u64,
 }
 
-pub enum Command {
+/// What the owner task is asked; callers use [`Handle`]'s methods.
+enum Command {
     Cancel {
         run_id: String,
         reply: oneshot::Sender<Result<(), CoreError>>,
@@ -173,9 +174,87 @@ pub struct Handle {
     tx: mpsc::Sender<Command>,
 }
 
+/// The owner task's questions, one method each: a caller never builds a
+/// command or a reply channel of its own.
 impl Handle {
-    pub async fn send(&self, command: Command) -> Result<(), CoreError> {
+    async fn send(&self, command: Command) -> Result<(), CoreError> {
         self.tx.send(command).await.map_err(|_| CoreError::Stopped)
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, CoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(make(reply)).await?;
+        answer.await.map_err(|_| CoreError::Stopped)
+    }
+
+    /// A worker's stream began: its link (its name and this connection).
+    pub async fn worker_joined(&self, register: grpc::Register, tx: WorkerTx) -> Result<Link, CoreError> {
+        self.ask(|reply| Command::WorkerJoined { register, tx, reply }).await?
+    }
+
+    /// What a worker said on its stream; an error when the owner is gone.
+    pub async fn worker_message(&self, link: Link, message: grpc::WorkerMessage) -> Result<(), CoreError> {
+        self.send(Command::WorkerMessage { link, message }).await
+    }
+
+    /// A worker's stream ended.
+    pub async fn worker_gone(&self, link: Link) {
+        let _ = self.send(Command::WorkerGone { link }).await;
+    }
+
+    /// Whether some device could ever run `selector`'s cases; the fleet
+    /// named if not.
+    pub async fn admit(&self, selector: Selector) -> Result<(), CoreError> {
+        self.ask(|reply| Command::Admit { selector, reply }).await?
+    }
+
+    /// A run the caller checked and wrote: the owner takes it up.
+    pub async fn submitted(
+        &self,
+        suite: crate::submit::CheckedSuite,
+        run: NewRun,
+        traceparent: String,
+    ) -> Result<grpc::SubmitResponse, CoreError> {
+        self.ask(|reply| Command::Submitted { suite: Box::new(suite), run: Box::new(run), traceparent, reply }).await
+    }
+
+    /// A going run's updates after `after_seq`; `NoRun` for one that is not going.
+    pub async fn watch(&self, run_id: String, after_seq: u64) -> Result<WatchStream, CoreError> {
+        self.ask(|reply| Command::Watch { run_id, after_seq, reply }).await?
+    }
+
+    pub async fn cancel(&self, run_id: String) -> Result<(), CoreError> {
+        self.ask(|reply| Command::Cancel { run_id, reply }).await?
+    }
+
+    pub async fn fleet(&self) -> Result<grpc::ListFleetResponse, CoreError> {
+        self.ask(|reply| Command::Fleet { reply }).await
+    }
+
+    /// Quarantines `device` with `reason`, or releases it (`None`).
+    pub async fn quarantine(&self, device: String, reason: Option<String>) -> Result<(), CoreError> {
+        self.ask(|reply| Command::Quarantine { device, reason, reply }).await?
+    }
+
+    /// Drains `worker` (`drain`), or lets it take work again.
+    pub async fn drain(&self, worker: String, drain: bool) -> Result<(), CoreError> {
+        self.ask(|reply| Command::Drain { worker, drain, reply }).await?
+    }
+
+    /// A device for a WebDriver session, once one is granted (or none
+    /// came free in time).
+    pub async fn open_session(&self, ask: SessionAsk) -> Result<Granted, CoreError> {
+        self.ask(|reply| Command::OpenSession { ask, reply }).await?
+    }
+
+    /// The client ended its session: its device is free.
+    pub async fn close_session(&self, id: String) {
+        let _ = self.send(Command::CloseSession { id }).await;
+    }
+
+    /// The gauges, for a metrics scrape.
+    pub async fn snapshot(&self) -> Result<Snapshot, CoreError> {
+        self.ask(|reply| Command::Snapshot { reply }).await
     }
 }
 

@@ -6,10 +6,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::oneshot;
 
 use super::view::{CaseHistory, RunDetail, RunView, iso};
-use crate::core::Command;
+
 use crate::core::now_ms;
 use crate::http::HttpState;
 use crate::store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
@@ -383,10 +382,8 @@ pub fn fleet_window(uptime_ms: i64) -> i64 {
 }
 
 pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
-    let (reply, answer) = oneshot::channel();
     let stopped = || ApiError(StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down".into());
-    state.handle.send(Command::Fleet { reply }).await.map_err(|_| stopped())?;
-    let fleet = answer.await.map_err(|_| stopped())?;
+    let fleet = state.handle.fleet().await.map_err(|_| stopped())?;
     let window_ms = fleet_window(now_ms() - state.started_ms);
     let bucket_ms = window_ms / FLEET_BUCKETS;
     let busy: Vec<DeviceBusy> = state.store.device_busy(now_ms() - window_ms, bucket_ms).await?;

@@ -22,10 +22,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
-use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::core::{Command, CoreError, SessionAsk};
+use crate::core::{CoreError, SessionAsk};
 use crate::http::HttpState;
 
 pub mod actions;
@@ -137,9 +136,7 @@ pub fn traceparent() -> String {
 }
 
 async fn status(State(state): State<HttpState>) -> Answer {
-    let (reply, fleet) = oneshot::channel();
-    state.handle.send(Command::Fleet { reply }).await.map_err(core_error)?;
-    let fleet = fleet.await.map_err(|_| core_error(CoreError::Stopped))?;
+    let fleet = state.handle.fleet().await.map_err(core_error)?;
     let free = fleet
         .devices
         .iter()
@@ -197,9 +194,7 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
         idle: first.idle_timeout,
         last_used: last_used.clone(),
     };
-    let (reply, granted) = oneshot::channel();
-    state.handle.send(Command::OpenSession { ask, reply }).await.map_err(core_error)?;
-    let granted = granted.await.map_err(|_| core_error(CoreError::Stopped))?.map_err(core_error)?;
+    let granted = state.handle.open_session(ask).await.map_err(core_error)?;
     let held = granted.held;
     let mut capabilities = candidates[granted.matched].echoed.clone();
     let app = held.hello.as_ref().and_then(|hello| hello.app.clone());
@@ -230,7 +225,7 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
             && !failure.message.starts_with("Unknown method")
         {
             state.webdriver.end(&id, "its app could not be reset");
-            let _ = state.handle.send(Command::CloseSession { id: id.clone() }).await;
+            state.handle.close_session(id.clone()).await;
             return Err(WdError::new(
                 Code::SessionNotCreated,
                 format!("device {} was free but its app could not be reset: {}", session.held.device, failure.message),
@@ -245,6 +240,6 @@ async fn delete_session(State(state): State<HttpState>, Path(sid): Path<String>)
     state.webdriver.end(&sid, "deleted by its client");
     // The device is free once the owner task hears of it; the client need
     // not wait for that.
-    let _ = state.handle.send(Command::CloseSession { id: sid }).await;
+    state.handle.close_session(sid).await;
     Ok(Wd(Value::Null))
 }
