@@ -261,9 +261,20 @@ pub struct SlotArgs {
     /// The apps' token, if they were given one.
     #[arg(long, env = "LYNKEUS_TOKEN", hide_env_values = true)]
     pub app_token: Option<String>,
+    /// The apps' token read from a file (only its owner and group may read
+    /// it), in place of --app-token.
+    #[arg(long, env = "ARGUS_APP_TOKEN_FILE", value_name = "FILE")]
+    pub app_token_file: Option<PathBuf>,
 }
 
 impl SlotArgs {
+    /// The apps' token: given, or read from its file.
+    pub fn app_token(&self) -> Result<Option<String>, String> {
+        let mut token = self.app_token.clone();
+        settings::secret_from_file("app_token", &mut token, self.app_token_file.as_deref())?;
+        Ok(token)
+    }
+
     pub fn slots(&self) -> Vec<SlotConfig> {
         self.ports.iter().flat_map(|p| &p.0).map(|p| SlotConfig::for_port(*p, &self.platform)).collect()
     }
@@ -746,6 +757,7 @@ pub async fn start_local(
     cancel: &CancellationToken,
     tasks: &TaskTracker,
 ) -> Result<String, String> {
+    let app_token = slots.app_token()?;
     let store = Store::open(database_url).await.map_err(|e| e.to_string())?;
     let artifacts = open_artifacts(artifacts)?;
     let listener = bind(listen).await?;
@@ -768,7 +780,7 @@ pub async fn start_local(
         coordinator: url.clone(),
         name: "local".into(),
         host: slots.driver_host.clone(),
-        app_token: slots.app_token.clone(),
+        app_token,
         token: None,
         tls_ca: None,
         slots: slots.slots(),
