@@ -629,6 +629,7 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
     let core = argus_coordinator::core::CoreConfig {
         client_grace: Duration::from_secs(settings.client_grace),
         dashboard_url: settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
+        ..Default::default()
     };
     let tokens = argus_coordinator::Tokens {
         worker: settings.worker_token.clone(),

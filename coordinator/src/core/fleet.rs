@@ -188,7 +188,7 @@ impl Core {
                 }
             }
             Some(Kind::Heartbeat(beat)) => {
-                let deadline = Instant::now() + LEASE_TTL;
+                let deadline = Instant::now() + self.config.lease_ttl;
                 for id in &beat.lease_ids {
                     if let Some(lease) = self.leases.get_mut(id)
                         && lease.worker == worker
@@ -261,26 +261,26 @@ impl Core {
     }
 
     /// Keeps each worker's stream alive with a keepalive, and takes for gone
-    /// a worker that has said nothing for [`WORKER_SILENCE`] (frozen, or on a
+    /// a worker that has said nothing for `worker_silence` (frozen, or on a
     /// half-open connection): its devices leave the fleet and its attempts
     /// run again, without waiting for their leases to expire.
     pub(super) async fn check_workers(&mut self) {
         let now = now_ms();
-        let beat = now - self.keepalive_at >= HEARTBEAT.as_millis() as i64;
+        let beat = now - self.keepalive_at >= self.config.heartbeat.as_millis() as i64;
         if beat {
             self.keepalive_at = now;
         }
         let keepalive = grpc::Keepalive { now_unix_ms: now };
         let mut silent = Vec::new();
         for worker in self.workers.values() {
-            if now - worker.last_seen > WORKER_SILENCE.as_millis() as i64 {
+            if now - worker.last_seen > self.config.worker_silence.as_millis() as i64 {
                 silent.push(worker.id.clone());
             } else if beat {
                 let _ = worker.tx.try_send(Ok(message(coordinator_message::Kind::Keepalive(keepalive))));
             }
         }
         for worker in silent {
-            warn!(worker = %worker, silent_s = WORKER_SILENCE.as_secs(), "worker silent; taken for gone");
+            warn!(worker = %worker, silent_s = self.config.worker_silence.as_secs(), "worker silent; taken for gone");
             self.worker_gone(&worker).await;
         }
     }

@@ -161,7 +161,7 @@ impl Core {
             worker_id: device.worker.clone(),
             platform: device.caps.platform.clone(),
             granted_at: now,
-            deadline: now + LEASE_TTL.as_millis() as i64,
+            deadline: now + self.config.lease_ttl.as_millis() as i64,
         })
     }
 
@@ -188,7 +188,7 @@ impl Core {
                 try_no: key.try_no,
                 device: lease.device_id.clone(),
                 worker: lease.worker_id.clone(),
-                deadline: Instant::now() + LEASE_TTL,
+                deadline: Instant::now() + self.config.lease_ttl,
                 span,
                 revoking: None,
             },

@@ -445,11 +445,27 @@ pub struct CoreConfig {
     pub dashboard_url: Option<String>,
     /// See [`CLIENT_GRACE`].
     pub client_grace: Duration,
+    /// How long a lease lives without a heartbeat ([`LEASE_TTL`]).
+    pub lease_ttl: Duration,
+    /// How often workers send heartbeats, told in `Registered` ([`HEARTBEAT`]).
+    pub heartbeat: Duration,
+    /// A worker silent this long is taken for gone ([`WORKER_SILENCE`]).
+    pub worker_silence: Duration,
+    /// A session's device whose app has been gone this long ends the
+    /// session ([`sessions::DEVICE_LOST`]).
+    pub device_lost: Duration,
 }
 
 impl Default for CoreConfig {
     fn default() -> Self {
-        Self { dashboard_url: None, client_grace: CLIENT_GRACE }
+        Self {
+            dashboard_url: None,
+            client_grace: CLIENT_GRACE,
+            lease_ttl: LEASE_TTL,
+            heartbeat: HEARTBEAT,
+            worker_silence: WORKER_SILENCE,
+            device_lost: sessions::DEVICE_LOST,
+        }
     }
 }
 
@@ -564,8 +580,10 @@ impl Core {
                 if let Ok(link) = &joined {
                     // Registered goes out before any lease can; a drained
                     // worker is told again.
-                    let registered =
-                        grpc::Registered { worker_id: link.worker.clone(), heartbeat_ms: HEARTBEAT.as_millis() as u32 };
+                    let registered = grpc::Registered {
+                        worker_id: link.worker.clone(),
+                        heartbeat_ms: self.config.heartbeat.as_millis() as u32,
+                    };
                     let _ = tx.try_send(Ok(message(coordinator_message::Kind::Registered(registered))));
                     if self.workers.get(&link.worker).is_some_and(|w| w.draining) {
                         let drain = grpc::Drain { reason: "drained by an operator".into() };
@@ -685,7 +703,7 @@ impl Core {
         self.unextended.retain(|id| self.leases.contains_key(id));
         if !self.unextended.is_empty() {
             let ids: Vec<String> = self.unextended.iter().cloned().collect();
-            match self.store.extend_leases(&ids, now_ms() + LEASE_TTL.as_millis() as i64).await {
+            match self.store.extend_leases(&ids, now_ms() + self.config.lease_ttl.as_millis() as i64).await {
                 Ok(()) => self.unextended.clear(),
                 Err(error) => warn!(%error, leases = ids.len(), "cannot record heartbeats; trying again"),
             }

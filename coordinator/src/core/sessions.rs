@@ -134,14 +134,15 @@ impl Core {
             .sessions
             .iter()
             .filter_map(|(id, h)| {
+                let lost = self.config.device_lost;
                 let why = match self.devices.get(&h.device) {
                     None => format!("its device {} left the fleet", h.device),
                     Some(d)
                         if d.info.state != grpc::DeviceState::Idle as i32
                             && d.info.state != grpc::DeviceState::Busy as i32
-                            && now_ms - d.state_since > DEVICE_LOST.as_millis() as i64 =>
+                            && now_ms - d.state_since > lost.as_millis() as i64 =>
                     {
-                        format!("the app of its device {} has been gone for {} s", h.device, DEVICE_LOST.as_secs())
+                        format!("the app of its device {} has been gone for {} s", h.device, lost.as_secs())
                     }
                     Some(_) => return None,
                 };
