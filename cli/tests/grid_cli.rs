@@ -702,13 +702,10 @@ fn prune_removes_whole_runs_with_their_pictures_and_says_what_it_would_do_first(
         "---\nid: red\n---\nsteps:\n  - app.see: { text: Nope, timeoutMs: 100 }\n",
     )
     .unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
     let database = format!("sqlite:{}", scratch.join("argus.db").display());
     let artifacts = scratch.join("artifacts");
     let artifacts_arg = artifacts.display().to_string();
-    let coordinator = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"];
-    let _coordinator = Killed(spawn(&[&coordinator[..], &["--artifacts", &artifacts_arg]].concat(), &scratch));
+    let (_coordinator, url) = sqlite_coordinator(&scratch, &["--artifacts", &artifacts_arg]);
     let port = free_port();
     let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
     let _sims = Sims::start(&[port]);
@@ -759,13 +756,7 @@ fn a_second_app_with_a_wrong_token_neither_takes_calls_nor_goes_unnamed() {
         "---\nid: home\nmatrix: { n: [1, 2, 3, 4, 5, 6] }\n---\nsteps:\n  - app.see: \"#title\"\n  - app.press: \"#feed\"\n  - app.see: \"Bo's chair\"\n",
     )
     .unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
-    let database = format!("sqlite:{}", scratch.join("argus.db").display());
-    let _coordinator = Killed(spawn(
-        &["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"],
-        &scratch,
-    ));
+    let (_coordinator, url) = sqlite_coordinator(&scratch, &[]);
     let port = free_port().to_string();
     let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port, "--app-token", "good"], &scratch));
     let model = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
@@ -834,13 +825,7 @@ fn a_device_whose_before_hook_relaunches_its_app_is_not_out() {
         format!("[[slot]]\nport = {port}\nhooks.before = \"sh '{}' {{port}}\"\n", relaunch.display()),
     )
     .unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
-    let database = format!("sqlite:{}", scratch.join("argus.db").display());
-    let _coordinator = Killed(spawn(
-        &["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"],
-        &scratch,
-    ));
+    let (_coordinator, url) = sqlite_coordinator(&scratch, &[]);
     let config = worker_file.display().to_string();
     let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--config", &config], &scratch));
     assert!(Command::new("sh").arg(&relaunch).arg(port.to_string()).status().unwrap().success());
@@ -852,4 +837,13 @@ fn a_device_whose_before_hook_relaunches_its_app_is_not_out() {
     assert!(printed.contains("4/4 passed"), "{printed}");
     assert!(!printed.contains("is out"), "a device in its own attempt is not out: {printed}");
     std::fs::remove_dir_all(scratch).unwrap();
+}
+
+/// A coordinator on SQLite in `dir` (`dir/argus.db`), with `extra` flags:
+/// the process and its gRPC URL.
+fn sqlite_coordinator(dir: &std::path::Path, extra: &[&str]) -> (Killed, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    let args = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"];
+    (Killed(spawn(&[&args[..], extra].concat(), dir)), format!("http://{listen}"))
 }
