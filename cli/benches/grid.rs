@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
+use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::RunCase;
 use hdrhistogram::Histogram;
@@ -176,7 +176,7 @@ async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
         finished_at: 2,
         ms: 3,
         run_case_json: Some(r#"{"id":"c","result":"passed","ms":3}"#.into()),
-        steps: vec![argus_coordinator::store::StepRow {
+        steps: vec![argus_store::StepRow {
             step: "app.see #title".into(),
             status: "passed".into(),
             ms: 3,

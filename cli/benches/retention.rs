@@ -15,8 +15,8 @@
 
 use std::time::{Duration, Instant};
 
-use argus_coordinator::retention;
-use argus_coordinator::store::Store;
+use argus_store::prune;
+use argus_store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use hdrhistogram::Histogram;
 use sqlx::Connection;
@@ -162,8 +162,8 @@ fn main() {
                 // Into the flow first.
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 let started = Instant::now();
-                let cutoff = retention::cutoff_from_now(Duration::from_secs(90 * 86_400));
-                let pruned = retention::prune(&store, None, cutoff).await.unwrap();
+                let cutoff = prune::cutoff_from_now(Duration::from_secs(90 * 86_400));
+                let pruned = prune::prune(&store, None, cutoff).await.unwrap();
                 pruning.store(false, std::sync::atomic::Ordering::SeqCst);
                 done.cancel();
                 (pruned, started.elapsed())

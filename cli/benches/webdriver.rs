@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use argus_coordinator::store::Store;
+use argus_store::Store;
 use argus_proto::grpc::{self, fleet_client::FleetClient};
 use argus_sim::{Agent, AgentConfig, App, Model};
 use argus_worker::driver::{Driver, DriverConfig};

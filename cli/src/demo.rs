@@ -89,7 +89,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
 
     // The coordinator, on SQLite in the state directory.
     let database = format!("sqlite:{}", state.join("argus.db").display());
-    let store = match argus_coordinator::store::Store::open(&database).await {
+    let store = match argus_store::Store::open(&database).await {
         Ok(store) => store,
         Err(error) => return failed(error),
     };

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use argus_coordinator::store::{Backend, Store};
+use argus_store::{Backend, Store};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, fleet_client::FleetClient, runs_client::RunsClient};
 use argus_proto::run::RunManifest;
@@ -53,8 +53,8 @@ pub struct ArtifactArgs {
 }
 
 /// The artifact store in `dir`.
-pub fn open_artifacts(dir: &std::path::Path) -> Result<argus_coordinator::artifacts::Artifacts, String> {
-    Ok(std::sync::Arc::new(argus_coordinator::artifacts::DirStore::open(dir.to_path_buf())?))
+pub fn open_artifacts(dir: &std::path::Path) -> Result<argus_store::artifacts::Artifacts, String> {
+    Ok(std::sync::Arc::new(argus_store::artifacts::DirStore::open(dir.to_path_buf()).map_err(|e| e.to_string())?))
 }
 
 impl ViewArgs {
@@ -850,7 +850,7 @@ pub async fn migrate(args: StoreArgs) -> ExitCode {
     match Store::open(&database_url).await {
         Ok(store) => {
             store.close().await;
-            eprintln!("argus migrate: {} is up to date", argus_coordinator::store::redact_url(&database_url));
+            eprintln!("argus migrate: {} is up to date", argus_store::redact_url(&database_url));
             ExitCode::SUCCESS
         }
         Err(error) => failed("migrate", error),

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use argus_coordinator::retention;
-use argus_coordinator::store::Store;
+use argus_store::prune;
+use argus_store::Store;
 
 use crate::grid::{CoordinatorSettings, open_artifacts};
 use crate::settings;
@@ -19,7 +19,7 @@ use crate::settings;
 pub struct PruneArgs {
     /// Remove runs (and WebDriver sessions) that started longer ago than
     /// this: a whole number and a unit, 90d, 12h, 30m or 0s.
-    #[arg(long, value_name = "AGE", value_parser = retention::parse_age)]
+    #[arg(long, value_name = "AGE", value_parser = prune::parse_age)]
     #[serde(skip)]
     older_than: Duration,
     /// Say what would be removed, and remove nothing.
@@ -69,7 +69,7 @@ pub async fn run(args: PruneArgs, matches: &clap::ArgMatches) -> ExitCode {
         Ok(store) => store,
         Err(error) => return failed(error.to_string()),
     };
-    let cutoff = retention::cutoff_from_now(args.older_than);
+    let cutoff = prune::cutoff_from_now(args.older_than);
     let before = argus_coordinator::dashboard::view::iso(cutoff);
     let outcome = if args.dry_run {
         store.prunable(cutoff).await.map(|p| ("would remove", p))
@@ -78,7 +78,7 @@ pub async fn run(args: PruneArgs, matches: &clap::ArgMatches) -> ExitCode {
             Ok(artifacts) => artifacts,
             Err(error) => return failed(format!("artifacts: {error}")),
         };
-        retention::prune(&store, Some(&artifacts), cutoff).await.map(|p| ("removed", p))
+        prune::prune(&store, Some(&artifacts), cutoff).await.map(|p| ("removed", p))
     };
     store.close().await;
     match outcome {

@@ -198,7 +198,7 @@ pub fn print<T: Serialize>(loaded: &Loaded<T>) {
             None | Some(Value::Empty(..)) => "(unset)".to_owned(),
             Some(_) if key.ends_with("token") => "(hidden)".to_owned(),
             Some(Value::String(_, text)) if key == "database_url" => {
-                format!("{:?}", argus_coordinator::store::redact_url(text))
+                format!("{:?}", argus_store::redact_url(text))
             }
             Some(value) => show(value),
         };

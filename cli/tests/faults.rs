@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use argus_coordinator::store::{LogRow, Store};
+use argus_store::{LogRow, Store};
 use argus_proto::run::RunDir;
 use common::*;
 

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use argus_coordinator::store::Store;
+use argus_store::Store;
 use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

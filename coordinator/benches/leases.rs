@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store};
+use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store};
 
 const DEVICES: usize = 500;
 const ROUNDS: usize = 10;

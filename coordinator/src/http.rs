@@ -28,7 +28,7 @@ use tracing::{debug, warn};
 
 use crate::core::Handle;
 use crate::metrics::Metrics;
-use crate::store::Store;
+use argus_store::Store;
 
 /// How long a client may take to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,7 +46,7 @@ pub struct HttpState {
     pub push_token: Option<Arc<str>>,
     pub pushes: crate::push::SharedPushes,
     /// Screenshots and films, when kept.
-    pub artifacts: Option<crate::artifacts::Artifacts>,
+    pub artifacts: Option<argus_store::artifacts::Artifacts>,
     /// When this coordinator started (epoch ms): the fleet's utilisation
     /// is measured over no more than it has seen.
     pub started_ms: i64,

@@ -2,7 +2,7 @@
 //! runs into attempts, leases them to devices, and records every decision in
 //! the store before acting on it.
 
-pub mod artifacts;
+mod assembler;
 pub mod core;
 pub mod dashboard;
 pub mod http;
@@ -11,11 +11,9 @@ pub mod metrics;
 pub mod policy;
 pub mod push;
 pub mod relay;
-pub mod retention;
 pub mod scheduler;
 pub mod service;
 pub mod standby;
-pub mod store;
 pub mod submit;
 pub mod waiting;
 pub mod watch;

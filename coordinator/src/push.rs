@@ -30,9 +30,9 @@ use axum::routing::{post, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::artifacts::ArtifactError;
+use argus_store::artifacts::ArtifactError;
 use crate::http::HttpState;
-use crate::store::ImportedRun;
+use argus_store::ImportedRun;
 
 /// The largest `cases.jsonl` accepted.
 const CASES_LIMIT: usize = 64 * 1024 * 1024;

@@ -20,7 +20,7 @@ use crate::core::{self, Handle};
 use crate::http::HttpState;
 use crate::metrics::Metrics;
 use crate::relay::ProjectRelay;
-use crate::store::Store;
+use argus_store::Store;
 
 #[derive(Clone)]
 struct Services {
@@ -31,7 +31,7 @@ struct Services {
     /// The workers' inbound streams, drained on shutdown.
     tasks: tokio_util::task::TaskTracker,
     /// Where the runs' screenshots and films are kept; none when unset.
-    artifacts: Option<crate::artifacts::Artifacts>,
+    artifacts: Option<argus_store::artifacts::Artifacts>,
     /// WebDriver sessions, whose calls' answers come up the workers' links.
     webdriver: Arc<crate::webdriver::Registry>,
 }
@@ -59,7 +59,7 @@ impl grpc::workers_server::Workers for Services {
         let mut to_worker = Some(tx.clone());
         let link = self.handle.worker_joined(register, tx).await?;
         let (handle, relay, webdriver) = (self.handle.clone(), self.relay.clone(), self.webdriver.clone());
-        let mut files = crate::artifacts::Assembler::new(self.artifacts.clone());
+        let mut files = crate::assembler::Assembler::new(self.artifacts.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
         self.tasks.spawn(tracing::Instrument::instrument(
             async move {
@@ -120,7 +120,7 @@ impl grpc::runs_server::Runs for Services {
         let bytes = match artifacts.get(&run_id, &path).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => return Err(Status::not_found(format!("run {run_id} has no file {path}"))),
-            Err(crate::artifacts::ArtifactError::BadPath(problem)) => return Err(Status::invalid_argument(problem)),
+            Err(argus_store::artifacts::ArtifactError::BadPath(problem)) => return Err(Status::invalid_argument(problem)),
             Err(error) => return Err(Status::unavailable(error.to_string())),
         };
         // Pieces well under gRPC's 4 MiB message limit; an empty file is one empty piece.
@@ -245,7 +245,7 @@ impl Services {
     }
 }
 
-fn summary(run: crate::store::RunRow) -> grpc::RunSummary {
+fn summary(run: argus_store::RunRow) -> grpc::RunSummary {
     grpc::RunSummary {
         run_id: run.id,
         manifest_json: run.manifest_json,
@@ -340,7 +340,7 @@ pub struct Options {
     /// How the owner task decides (the client grace, …).
     pub core: core::CoreConfig,
     /// Where screenshots and films are kept; without it they are dropped.
-    pub artifacts: Option<crate::artifacts::Artifacts>,
+    pub artifacts: Option<argus_store::artifacts::Artifacts>,
     /// Remove whole runs older than this, every hour (`--keep-days`);
     /// without it everything is kept.
     pub keep: Option<std::time::Duration>,
@@ -400,11 +400,11 @@ pub async fn serve_with(
         core::start(store.clone(), core_config, metrics.clone(), webdriver.clone(), shutdown.clone()).await?;
     if let Some(keep) = keep {
         info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
-        crate::retention::keep(
+        argus_store::prune::keep(
             store.clone(),
             artifacts.clone(),
             keep,
-            crate::retention::EVERY,
+            argus_store::prune::EVERY,
             shutdown.clone(),
             &tasks,
         );

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::store::{Leadership, Store, StoreError};
+use argus_store::{Leadership, Store, StoreError};
 
 /// How often a standby tries for the lock, and the active one checks it.
 pub const LEASH: Duration = Duration::from_secs(1);

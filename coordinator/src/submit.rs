@@ -11,7 +11,7 @@ use argus_proto::grpc;
 use argus_proto::run::RunManifest;
 
 use crate::scheduler::{self, Selector};
-use crate::store::{NewCase, NewRun};
+use argus_store::{NewCase, NewRun};
 
 /// The most retries a run may ask for: each one can hold a device for a
 /// whole case again.

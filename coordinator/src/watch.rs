@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::{Stream, StreamExt, wrappers::ReceiverStream};
 use tonic::Status;
 
-use crate::store::LogRow;
+use argus_store::LogRow;
 
 /// What the Watch RPC answers.
 pub type WatchStream = Pin<Box<dyn Stream<Item = Result<grpc::RunUpdate, Status>> + Send>>;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use argus_coordinator::store::Store;
+use argus_store::Store;
 use argus_coordinator::{Options, Tokens};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,7 +26,7 @@ async fn coordinator_with(tokens: Tokens) -> (String, CancellationToken) {
     let addr = http.local_addr().unwrap().to_string();
     let artifacts =
         std::env::temp_dir().join(format!("argus-http-files-{}-{}", std::process::id(), rand::random::<u32>()));
-    let artifacts = argus_coordinator::artifacts::DirStore::open(artifacts).unwrap();
+    let artifacts = argus_store::artifacts::DirStore::open(artifacts).unwrap();
     let options =
         Options { tokens, http: Some(http), artifacts: Some(std::sync::Arc::new(artifacts)), ..Options::default() };
     let cancel = CancellationToken::new();

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use argus_coordinator::store::Store;
+use argus_store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use common::{Sim, free_port};
@@ -177,7 +177,7 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     let artifacts_dir = tempfile::tempdir().unwrap();
-    let artifacts = argus_coordinator::artifacts::DirStore::open(artifacts_dir.path().into()).unwrap();
+    let artifacts = argus_store::artifacts::DirStore::open(artifacts_dir.path().into()).unwrap();
     let options =
         argus_coordinator::Options { http: Some(http), artifacts: Some(Arc::new(artifacts)), ..Default::default() };
     tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use argus_coordinator::store::Store;
+use argus_store::Store;
 use argus_coordinator::{Options, TlsIdentity};
 use argus_proto::connect::connect;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};

@@ -21,7 +21,7 @@ use tracing::{info, warn};
 use crate::metrics::{Metrics, Snapshot};
 use crate::policy::{Next, Suspicion};
 use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
-use crate::store::{
+use argus_store::{
     AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
 };
 use crate::waiting::Availability;

@@ -11,7 +11,7 @@ use super::view::{CaseHistory, RunDetail, RunView, iso};
 
 use crate::core::now_ms;
 use crate::http::HttpState;
-use crate::store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
+use argus_store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
 
 /// A failed request: its status, and a message that names what was wrong.
 #[derive(Debug)]
@@ -227,7 +227,7 @@ pub async fn file(
         )
             .into_response()),
         Ok(None) => Err(ApiError(StatusCode::NOT_FOUND, format!("run {id} has no file {path}"))),
-        Err(crate::artifacts::ArtifactError::BadPath(problem)) => Err(ApiError(StatusCode::BAD_REQUEST, problem)),
+        Err(argus_store::artifacts::ArtifactError::BadPath(problem)) => Err(ApiError(StatusCode::BAD_REQUEST, problem)),
         Err(error) => {
             tracing::warn!(run = %id, %error, "cannot read a file of a run");
             Err(ApiError(StatusCode::SERVICE_UNAVAILABLE, "the file could not be read; try again".into()))

@@ -13,7 +13,7 @@ use super::api::ApiError;
 use super::pages::{error_page, render};
 use crate::core::iso;
 use crate::http::HttpState;
-use crate::store::{CommandRow, SessionRow};
+use argus_store::{CommandRow, SessionRow};
 
 /// How many sessions the list shows.
 const LISTED: u32 = 100;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use argus_proto::run::RunCase;
 use serde::Serialize;
 
-use crate::store::{AttemptDetail, CaseAttempt, RunRow};
+use argus_store::{AttemptDetail, CaseAttempt, RunRow};
 
 /// Epoch milliseconds as ISO 8601 (UTC, seconds).
 pub fn iso(ms: i64) -> String {

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::warn;
 
-use crate::store::{CommandRow, SessionRow, Store};
+use argus_store::{CommandRow, SessionRow, Store};
 
 /// Entries that may wait for the writer; beyond it the newest are dropped
 /// with a warning rather than holding up clients.

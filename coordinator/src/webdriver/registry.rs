@@ -18,7 +18,7 @@ use tonic::Status;
 
 use super::error::{Code, WdError, WdResult};
 use super::log::{Entry, SessionLog};
-use crate::store::{CommandRow, SessionRow};
+use argus_store::{CommandRow, SessionRow};
 
 /// The key W3C clients read an element reference from.
 pub const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";

@@ -1,7 +1,7 @@
 //! What goes into the store and what comes back out.
 
 /// A run as submitted, with its cases.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NewRun {
     pub id: String,
     pub project: String,
@@ -80,7 +80,7 @@ pub struct StepRow {
 }
 
 /// How a leased attempt ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptOutcome {
     /// `passed`, `failed` or `unsupported`; `None` for an infrastructure failure.
     pub result: Option<String>,

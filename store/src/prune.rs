@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::artifacts::Artifacts;
-use crate::store::{Pruned, Store, StoreError};
+use crate::{Pruned, Store, StoreError};
 
 /// How often a coordinator with `--keep-days` prunes.
 pub const EVERY: Duration = Duration::from_secs(3600);
@@ -19,13 +19,18 @@ pub const EVERY: Duration = Duration::from_secs(3600);
 /// that starts serves first.
 const FIRST_AFTER: Duration = Duration::from_secs(10);
 
+/// An age `prune --older-than` cannot read.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an age: give a whole number and a unit, as 90d, 12h, 30m or 0s")]
+pub struct BadAge(String);
+
 /// A duration as `prune --older-than` takes it: a whole number and a unit,
 /// `90d`, `12h`, `30m`, `0s`.
-pub fn parse_age(text: &str) -> Result<Duration, String> {
+pub fn parse_age(text: &str) -> Result<Duration, BadAge> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let refuse = || format!("{text:?} is not an age: give a whole number and a unit, as 90d, 12h, 30m or 0s");
+    let refuse = || BadAge(text.to_owned());
     let number: u64 = number.parse().map_err(|_| refuse())?;
     let seconds = match unit {
         "d" => 86_400,
@@ -39,7 +44,8 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
 
 /// The epoch-milliseconds cutoff `age` before now.
 pub fn cutoff_from_now(age: Duration) -> i64 {
-    cutoff(crate::core::now_ms(), age)
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    cutoff(i64::try_from(now.as_millis()).unwrap_or(i64::MAX), age)
 }
 
 /// The epoch-milliseconds cutoff `age` before `now_ms`.
@@ -146,7 +152,7 @@ mod tests {
         assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1_800)));
         assert_eq!(parse_age("0s"), Ok(Duration::ZERO));
         for bad in ["", "90", "d", "-1d", "1.5d", "90 days", "99999999999999999999d"] {
-            assert!(parse_age(bad).unwrap_err().contains("is not an age"), "{bad}");
+            assert!(parse_age(bad).unwrap_err().to_string().contains("is not an age"), "{bad}");
         }
         assert_eq!(cutoff(100_000, Duration::from_secs(60)), 40_000);
     }

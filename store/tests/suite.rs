@@ -3,29 +3,14 @@
 //! one); built without it, the Postgres half is reported `ignored`, never
 //! `ok` (see `build.rs`), and run anyway (`--ignored`) it fails.
 
-use argus_coordinator::store::{AttemptOutcome, NewCase, NewLease, NewRun, RunFilter, StepRow, Store, StoreError};
+use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, RunFilter, StepRow, Store, StoreError};
 
 async fn sqlite() -> Store {
-    let path = std::env::temp_dir().join(format!("argus-store-{}-{}.db", std::process::id(), rand_suffix()));
-    Store::open(&format!("sqlite:{}", path.display())).await.unwrap()
+    argus_store::testkit::fresh(false).await
 }
 
-fn rand_suffix() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
-    format!("{nanos}{}", N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// A fresh database on the test Postgres server.
 async fn postgres() -> Store {
-    let admin = std::env::var("ARGUS_TEST_POSTGRES_URL")
-        .expect("ARGUS_TEST_POSTGRES_URL names the test Postgres server (.ci/run starts one)");
-    let url = Store::create_database(&admin, &format!("argus_test_{}", rand_suffix()))
-        .await
-        .expect("the test Postgres answers");
-    Store::open(&url).await.unwrap()
+    argus_store::testkit::fresh(true).await
 }
 
 macro_rules! on_both {
@@ -76,7 +61,7 @@ async fn a_coordinator_with_a_window_prunes_by_itself(store: Store) {
     let (shutdown, tasks) = (tokio_util::sync::CancellationToken::new(), tokio_util::task::TaskTracker::new());
     // A window of a day: runs of 1970 are long past it.
     let day = Duration::from_secs(86_400);
-    argus_coordinator::retention::keep(store.clone(), None, day, Duration::from_millis(20), shutdown.clone(), &tasks);
+    argus_store::prune::keep(store.clone(), None, day, Duration::from_millis(20), shutdown.clone(), &tasks);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while store.get_run("done").await.is_ok() {
         assert!(std::time::Instant::now() < deadline, "the finished run was never pruned");
@@ -89,7 +74,7 @@ async fn a_coordinator_with_a_window_prunes_by_itself(store: Store) {
 }
 
 async fn old_runs_are_removed_whole_and_their_flakiness_stays(store: Store) {
-    use argus_coordinator::store::{Pruned, SessionRow};
+    use argus_store::{Pruned, SessionRow};
     // An old run of more cases than one batch removes, one of them flaky.
     let ids: Vec<String> = (0..450).map(|i| format!("c{i:03}")).collect();
     let names: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -140,7 +125,7 @@ async fn old_runs_are_removed_whole_and_their_flakiness_stays(store: Store) {
 
     let expected = Pruned { runs: 1, attempts: 451, steps: 451, sessions: 1 };
     assert_eq!(store.prunable(5_000).await.unwrap(), expected, "a dry run counts what would go");
-    assert_eq!(argus_coordinator::retention::prune(&store, None, 5_000).await.unwrap(), expected);
+    assert_eq!(argus_store::prune::prune(&store, None, 5_000).await.unwrap(), expected);
     assert!(matches!(store.get_run("old").await, Err(StoreError::NoRun(_))));
     assert!(store.run_cases("old").await.unwrap().is_empty());
     assert!(store.run_log("old").await.unwrap().is_empty());
@@ -151,11 +136,11 @@ async fn old_runs_are_removed_whole_and_their_flakiness_stays(store: Store) {
     assert_eq!(sessions, ["s-new"]);
     assert_eq!(store.flaky_cases("shop", 0, 10).await.unwrap(), flaky, "the flakiness summary stays");
     assert_eq!(store.oldest_run_started().await.unwrap(), Some(900));
-    assert_eq!(argus_coordinator::retention::prune(&store, None, 5_000).await.unwrap(), Pruned::default());
+    assert_eq!(argus_store::prune::prune(&store, None, 5_000).await.unwrap(), Pruned::default());
 }
 
 async fn webdriver_sessions_and_their_commands_are_kept(store: Store) {
-    use argus_coordinator::store::{CommandRow, SessionRow};
+    use argus_store::{CommandRow, SessionRow};
     let session = |id: &str, at: i64| SessionRow {
         id: id.into(),
         device_id: "w/ios-1".into(),
@@ -503,7 +488,7 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     store.finish_run("r2", 2_300, &totals(0, 1, 1)).await.unwrap();
     store.create_run(&run("r3", 3_000, &["a"])).await.unwrap();
 
-    let ids = |runs: Vec<argus_coordinator::store::RunRow>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let ids = |runs: Vec<argus_store::RunRow>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
     let page = |filter: RunFilter, offset, limit| {
         let store = store.clone();
         async move { ids(store.runs_page(&filter, offset, limit).await.unwrap()) }
@@ -547,23 +532,4 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     assert_eq!(seen, [(0, 3), (1, 2)], "finished at 1,100-1,300 and 2,100-2,200, in 2-second buckets");
     assert!(busy.iter().all(|b| b.device_id == "w1/8123"));
     assert_eq!(store.projects().await.unwrap(), ["shop"]);
-}
-
-/// Recovery reads every recorded line of an open run into its totals: one
-/// that cannot be read stops the start, naming the run and the line.
-#[tokio::test]
-async fn a_line_that_cannot_be_read_at_recovery_is_an_error_naming_the_run_and_the_line() {
-    let store = sqlite().await;
-    store.create_run(&run("open", 1, &["a", "b"])).await.unwrap();
-    let line = r#"{"id":"a","file":"cases/a.md","attempt":1,"result":"passed","startedAt":"2026-01-01T00:00:00.000Z","ms":5,"steps":[]}"#;
-    for (lease_id, case, json) in [("l1", "a", line), ("l2", "b", "{\"id\": 7")] {
-        store.grant_lease(&lease(lease_id, "open", case, 1, 1)).await.unwrap();
-        let outcome = AttemptOutcome { run_case_json: Some(json.into()), ..passed(5, 10) };
-        store.finish_attempt(lease_id, &outcome).await.unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let served = argus_coordinator::serve_with(listener, store, argus_coordinator::Options::default(), cancel.clone());
-    let error = tokio::time::timeout(std::time::Duration::from_secs(10), served).await.unwrap().unwrap_err();
-    assert!(error.to_string().contains("run open: its recorded line 2 does not parse as a RunCase"), "{error}");
 }

@@ -11,12 +11,16 @@ macro_rules! run_select {
     };
 }
 
+pub mod artifacts;
 mod case_days;
 mod dashboard;
 mod import;
+pub mod prune;
 mod retention;
 mod rows;
 mod sessions;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 pub use retention::Pruned;
 pub use sessions::{CommandRow, SessionRow};
