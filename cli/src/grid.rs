@@ -626,7 +626,7 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         metrics = %format!("http://{}/metrics", settings.http),
         "argus coordinator serving"
     );
-    let core = argus_coordinator::core::CoreConfig {
+    let core = argus_grid::core::CoreConfig {
         client_grace: Duration::from_secs(settings.client_grace),
         dashboard_url: settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
         ..Default::default()

@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::core::Handle;
-use crate::metrics::Metrics;
+use argus_grid::core::Handle;
+use argus_grid::metrics::Metrics;
 use argus_store::Store;
 
 /// How long a client may take to send a request's headers.
@@ -216,7 +216,7 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     };
     let body = state.metrics.render(&snapshot);
     // prometheus-client writes the OpenMetrics text format (`# EOF` last).
-    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response()
+    ([(header::CONTENT_TYPE, argus_grid::metrics::CONTENT_TYPE)], body).into_response()
 }
 
 async fn healthz() -> &'static str {

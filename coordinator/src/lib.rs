@@ -3,20 +3,12 @@
 //! the store before acting on it.
 
 mod assembler;
-pub mod core;
 pub mod dashboard;
 pub mod http;
 mod incoming;
-pub mod metrics;
-pub mod policy;
 pub mod push;
-pub mod relay;
-pub mod scheduler;
 pub mod service;
 pub mod standby;
-pub mod submit;
-pub mod waiting;
-pub mod watch;
 pub mod webdriver;
 
 pub use service::{Options, TlsIdentity, Tokens, serve, serve_with};

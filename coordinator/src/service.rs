@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 
-use crate::core::{self, Handle};
+use argus_grid::core::{self, Handle};
 use crate::http::HttpState;
-use crate::metrics::Metrics;
-use crate::relay::ProjectRelay;
+use argus_grid::metrics::Metrics;
+use argus_grid::relay::ProjectRelay;
 use argus_store::Store;
 
 #[derive(Clone)]
@@ -33,7 +33,8 @@ struct Services {
     /// Where the runs' screenshots and films are kept; none when unset.
     artifacts: Option<argus_store::artifacts::Artifacts>,
     /// WebDriver sessions, whose calls' answers come up the workers' links.
-    webdriver: Arc<crate::webdriver::Registry>,
+    /// Calls in flight to devices' apps, which their workers answer here.
+    calls: Arc<argus_grid::calls::DeviceCalls>,
 }
 
 #[tonic::async_trait]
@@ -58,7 +59,7 @@ impl grpc::workers_server::Workers for Services {
         // not wait for the worker's side to close first.
         let mut to_worker = Some(tx.clone());
         let link = self.handle.worker_joined(register, tx).await?;
-        let (handle, relay, webdriver) = (self.handle.clone(), self.relay.clone(), self.webdriver.clone());
+        let (handle, relay, calls) = (self.handle.clone(), self.relay.clone(), self.calls.clone());
         let mut files = crate::assembler::Assembler::new(self.artifacts.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
         self.tasks.spawn(tracing::Instrument::instrument(
@@ -82,7 +83,7 @@ impl grpc::workers_server::Workers for Services {
                             continue;
                         }
                         Some(worker_message::Kind::DeviceAnswer(answer)) => {
-                            webdriver.answered(answer);
+                            calls.answered(answer);
                             continue;
                         }
                         Some(worker_message::Kind::Attempt(mut result)) => {
@@ -105,7 +106,7 @@ impl grpc::workers_server::Workers for Services {
 
 #[tonic::async_trait]
 impl grpc::runs_server::Runs for Services {
-    type WatchStream = crate::watch::WatchStream;
+    type WatchStream = argus_grid::watch::WatchStream;
     type ProjectStream = ReceiverStream<Result<grpc::ProjectCall, Status>>;
     type ArtifactStream = tokio_stream::Iter<std::vec::IntoIter<Result<grpc::ArtifactPiece, Status>>>;
 
@@ -171,7 +172,7 @@ impl grpc::runs_server::Runs for Services {
         // milliseconds: on a blocking thread, not on one the owner task,
         // the workers' links and the watches share.
         let request = request.into_inner();
-        let suite = tokio::task::spawn_blocking(move || crate::submit::check(request))
+        let suite = tokio::task::spawn_blocking(move || argus_grid::submit::check(request))
             .await
             .map_err(|e| Status::internal(format!("checking the suite stopped: {e}")))?
             .map_err(Status::invalid_argument)?;
@@ -180,9 +181,9 @@ impl grpc::runs_server::Runs for Services {
         let platform = suite.selector.platform.clone().unwrap_or_default();
         let history = self.store.expected_ms_many(&suite.case_ids(), &platform, core::HISTORY_WINDOW).await?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-        let started_at = core::now_ms();
+        let started_at = argus_grid::time::now_ms();
         let (suite, run) = tokio::task::spawn_blocking(move || {
-            let run = suite.plan(id, started_at, core::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
+            let run = suite.plan(id, started_at, argus_grid::time::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
             (suite, run)
         })
         .await
@@ -228,15 +229,15 @@ impl grpc::runs_server::Runs for Services {
 
 impl Services {
     /// A finished run's record after `after_seq`, and its end.
-    async fn replay_finished(&self, run_id: &str, after_seq: u64) -> Result<crate::watch::WatchStream, Status> {
+    async fn replay_finished(&self, run_id: &str, after_seq: u64) -> Result<argus_grid::watch::WatchStream, Status> {
         let run = self.store.get_run(run_id).await?;
         if run.finished_at.is_none() {
             return Err(Status::unavailable(format!("run {run_id} is being taken up again; watch again shortly")));
         }
         let rows = self.store.run_log(run_id).await?;
-        let log = crate::watch::from_log(&rows);
-        let end = crate::watch::run_finished(log.last().map_or(1, |u| u.seq + 1), run.manifest_json);
-        let (mut watcher, stream) = crate::watch::Watcher::new(log.len() + 1);
+        let log = argus_grid::watch::from_log(&rows);
+        let end = argus_grid::watch::run_finished(log.last().map_or(1, |u| u.seq + 1), run.manifest_json);
+        let (mut watcher, stream) = argus_grid::watch::Watcher::new(log.len() + 1);
         for update in log.iter().filter(|u| u.seq > after_seq) {
             watcher.send(update);
         }
@@ -388,16 +389,16 @@ pub async fn serve_with(
     let metrics = Arc::new(Metrics::default());
     let tasks = tokio_util::task::TaskTracker::new();
     let ended = store
-        .end_open_sessions(crate::core::now_ms(), "the coordinator that held it stopped")
+        .end_open_sessions(argus_grid::time::now_ms(), "the coordinator that held it stopped")
         .await
         .map_err(core::CoreError::from)?;
     if ended > 0 {
         info!(sessions = ended, "WebDriver sessions of the last coordinator ended with it");
     }
     let session_log = crate::webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
-    let webdriver = Arc::new(crate::webdriver::Registry::new(session_log));
-    let (handle, owner) =
-        core::start(store.clone(), core_config, metrics.clone(), webdriver.clone(), shutdown.clone()).await?;
+    let calls = Arc::new(argus_grid::calls::DeviceCalls::default());
+    let webdriver = Arc::new(crate::webdriver::Registry::new(calls.clone(), session_log));
+    let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
     if let Some(keep) = keep {
         info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
         argus_store::prune::keep(
@@ -419,7 +420,7 @@ pub async fn serve_with(
             push_token: tokens.client.as_deref().map(Arc::from),
             pushes: Arc::default(),
             artifacts: artifacts.clone(),
-            started_ms: crate::core::now_ms(),
+            started_ms: argus_grid::time::now_ms(),
             webdriver: webdriver.clone(),
             keep,
         };
@@ -429,7 +430,7 @@ pub async fn serve_with(
             tracing::info_span!("http"),
         ));
     }
-    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone(), artifacts, webdriver };
+    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone(), artifacts, calls };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
     health.set_serving::<RunsServer<Services>>().await;

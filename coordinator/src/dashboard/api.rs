@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::view::{CaseHistory, RunDetail, RunView, iso};
 
-use crate::core::now_ms;
+use argus_grid::time::now_ms;
 use crate::http::HttpState;
 use argus_store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
 

@@ -99,7 +99,7 @@ pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>
 pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
     match api::run_detail(&state, &id).await {
         Ok(detail) => {
-            let timeline = Timeline::new(&detail, crate::core::now_ms());
+            let timeline = Timeline::new(&detail, argus_grid::time::now_ms());
             render(RunTemplate { detail, timeline, svg_width: WIDTH })
         }
         Err(error) => error_page(error),

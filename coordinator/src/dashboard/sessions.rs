@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::api::ApiError;
 use super::pages::{error_page, render};
-use crate::core::iso;
+use argus_grid::time::iso;
 use crate::http::HttpState;
 use argus_store::{CommandRow, SessionRow};
 

@@ -1,6 +1,6 @@
 //! W3C capability processing for a new session: `alwaysMatch` merged with
 //! each `firstMatch` entry, checked, and turned into what a device must
-//! offer ([`Wants`]). Pure: the owner task matches [`Wants`] against its
+//! offer ([`Wants`], matched by the grid like a run's selector). Pure: the owner task matches [`Wants`] against its
 //! devices, and a routing node may read these capabilities (W3C lets an
 //! intermediary route on them).
 
@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+pub use argus_grid::matching::{Capabilities, Wants};
 
 use super::error::{WdError, WdResult};
 
@@ -36,78 +38,6 @@ const STANDARD: [&str; 12] = [
     "userAgent",
     "webSocketUrl",
 ];
-
-/// What a device must offer to take a session.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Wants {
-    /// `platformName`, compared without case.
-    pub platform: Option<String>,
-    /// `appium:deviceName`: the slot's `model` label, its name or the device id.
-    pub device_name: Option<String>,
-    /// `appium:udid`: the slot's udid or serial.
-    pub udid: Option<String>,
-    /// `appium:platformVersion`: the slot's `platformVersion` label, exactly.
-    pub platform_version: Option<String>,
-    /// `appium:bundleId` / `appium:appPackage`: the app's identity in its hello.
-    pub app: Option<String>,
-    /// `lynkeus:<label>`: slot labels that must be equal.
-    pub labels: BTreeMap<String, String>,
-}
-
-/// A device as a session request sees it.
-#[derive(Debug, Clone, Default)]
-pub struct DeviceFacts<'a> {
-    pub id: &'a str,
-    pub slot: &'a str,
-    pub platform: &'a str,
-    pub udid: &'a str,
-    pub serial: &'a str,
-    pub labels: BTreeMap<&'a str, &'a str>,
-    /// `hello.app`, when the app said hello.
-    pub app: Option<&'a Value>,
-}
-
-impl Wants {
-    pub fn accepts(&self, device: &DeviceFacts) -> bool {
-        let same = |want: &Option<String>, have: &str| want.as_ref().is_none_or(|w| w.eq_ignore_ascii_case(have));
-        let name_ok = self.device_name.as_ref().is_none_or(|name| {
-            [device.labels.get("model").copied().unwrap_or_default(), device.slot, device.id]
-                .iter()
-                .any(|have| have.eq_ignore_ascii_case(name))
-        });
-        let udid_ok = self.udid.as_ref().is_none_or(|u| u == device.udid || u == device.serial);
-        let version_ok = self
-            .platform_version
-            .as_ref()
-            .is_none_or(|v| device.labels.get("platformVersion").is_some_and(|have| have == v));
-        let app_ok = self.app.as_ref().is_none_or(|want| {
-            device.app.is_some_and(|app| {
-                ["bundleId", "package", "id", "name"]
-                    .iter()
-                    .any(|key| app.get(key).and_then(Value::as_str) == Some(want))
-            })
-        });
-        let labels_ok = self.labels.iter().all(|(k, v)| device.labels.get(k.as_str()) == Some(&v.as_str()));
-        same(&self.platform, device.platform) && name_ok && udid_ok && version_ok && app_ok && labels_ok
-    }
-
-    /// `platformName=iOS, appium:deviceName=iPhone 15`, for messages.
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        let mut add = |name: &str, value: &Option<String>| {
-            if let Some(v) = value {
-                parts.push(format!("{name}={v}"));
-            }
-        };
-        add("platformName", &self.platform);
-        add("appium:deviceName", &self.device_name);
-        add("appium:udid", &self.udid);
-        add("appium:platformVersion", &self.platform_version);
-        add("app", &self.app);
-        parts.extend(self.labels.iter().map(|(k, v)| format!("lynkeus:{k}={v}")));
-        if parts.is_empty() { "any device".into() } else { parts.join(", ") }
-    }
-}
 
 /// One merged capability set, ready to match.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,15 +162,15 @@ mod tests {
 
     use super::*;
 
-    fn facts<'a>(platform: &'a str, labels: &[(&'a str, &'a str)], app: Option<&'a Value>) -> DeviceFacts<'a> {
-        DeviceFacts {
-            id: "w1/ios-1",
-            slot: "ios-1",
-            platform,
-            udid: "UDID-1",
-            serial: "",
-            labels: labels.iter().copied().collect(),
-            app,
+    fn facts(platform: &str, labels: &[(&str, &str)], app: Option<&Value>) -> Capabilities {
+        Capabilities {
+            id: "w1/ios-1".into(),
+            slot: "ios-1".into(),
+            platform: platform.into(),
+            udid: "UDID-1".into(),
+            labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            app_ids: Capabilities::app_ids_of(app),
+            ..Capabilities::default()
         }
     }
 

@@ -102,7 +102,7 @@ async fn gesture_target(state: &HttpState, session: &Session, params: &Map<Strin
 }
 
 fn has_command(session: &Session, name: &str) -> bool {
-    session.held.hello.as_ref().is_some_and(|hello| hello.has_command(name))
+    session.grant.hello.as_ref().is_some_and(|hello| hello.has_command(name))
 }
 
 async fn mobile(
@@ -180,7 +180,7 @@ async fn mobile(
         }
         _ => Err(WdError::unsupported(format!(
             "{prefix}: {name} is not a command of this app (it has: {}) nor a lynkeus method ({})",
-            session.held.hello.as_ref().map_or_else(|| "none".into(), |hello| json!(hello.commands).to_string()),
+            session.grant.hello.as_ref().map_or_else(|| "none".into(), |hello| json!(hello.commands).to_string()),
             CORE_METHODS.join(", ")
         ))),
     }

@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
-use crate::core::{CoreError, SessionAsk};
+use argus_grid::core::{CoreError, SessionAsk};
 use crate::http::HttpState;
 
 pub mod actions;
@@ -98,7 +98,7 @@ async fn observe(State(state): State<HttpState>, request: Request, next: Next) -
         argus_proto::trace::set_parent(&span, parent);
     }
     let session = session_of(request.uri().path());
-    let (started, started_ms) = (Instant::now(), crate::core::now_ms());
+    let (started, started_ms) = (Instant::now(), argus_grid::time::now_ms());
     let response = next.run(request).instrument(span.clone()).await;
     let error = response.extensions().get::<WdError>();
     let outcome = error.map_or("ok", |e| e.code.as_str());
@@ -183,7 +183,7 @@ async fn new_session(State(state): State<HttpState>, headers: HeaderMap, bytes: 
 
 async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<Value> {
     let id = uuid::Uuid::new_v4().to_string();
-    let last_used = Arc::new(AtomicI64::new(crate::core::now_ms()));
+    let last_used = Arc::new(AtomicI64::new(argus_grid::time::now_ms()));
     // The first set's timeouts hold for the request (they are the client's
     // own settings, the same in every set in practice).
     let first = candidates.first().ok_or_else(|| WdError::invalid_argument("no capability set"))?;
@@ -195,7 +195,8 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
         last_used: last_used.clone(),
     };
     let granted = state.handle.open_session(ask).await.map_err(core_error)?;
-    let held = granted.held;
+    let held = granted.grant;
+    let ended = held.ended.clone();
     let mut capabilities = candidates[granted.matched].echoed.clone();
     let app = held.hello.as_ref().and_then(|hello| hello.app.clone());
     let version = app.as_ref().and_then(|a| a.get("version")).cloned();
@@ -216,6 +217,7 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
     let no_reset = candidates[granted.matched].echoed.get("appium:noReset") == Some(&Value::Bool(true));
     let session = Arc::new(registry::Session::new(id.clone(), held, capabilities.clone(), last_used));
     state.webdriver.add(session.clone());
+    state.webdriver.end_when_the_grid_does(id.clone(), ended);
     // A fresh app, as Appium starts one, unless the client asks to keep it
     // (`appium:noReset`); an app without `reset` is left as it is, as the
     // runner leaves it before an attempt.
@@ -228,7 +230,7 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
             state.handle.close_session(id.clone()).await;
             return Err(WdError::new(
                 Code::SessionNotCreated,
-                format!("device {} was free but its app could not be reset: {}", session.held.device, failure.message),
+                format!("device {} was free but its app could not be reset: {}", session.grant.device, failure.message),
             ));
         }
     }

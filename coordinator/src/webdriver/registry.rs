@@ -1,20 +1,21 @@
 //! The WebDriver sessions this coordinator serves: which device each holds
-//! (the owner task decided), its timeouts and element ids, and the calls in
-//! flight to its worker. HTTP handlers read it without going through the
-//! owner task; the owner task ends sessions here when it frees their
-//! device for its own reasons (the worker went away, the idle timeout).
-//! One lock, never held across an await.
+//! (the owner task granted it), its timeouts and element ids. HTTP handlers
+//! read it without going through the owner task; a session the owner task
+//! ends for its own reasons (the worker went away, the idle timeout) ends
+//! here when its grant says so. One lock, never held across an await.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use argus_proto::grpc::{self, coordinator_message, device_answer};
+use argus_grid::calls::{CallFailure, DeviceCalls};
+use argus_grid::core::Grant;
+use argus_grid::time::now_ms;
+use argus_proto::grpc::device_answer;
 use argus_proto::wire::{Element, Screen};
 use serde_json::{Map, Value};
-use tokio::sync::{OnceCell, mpsc, oneshot};
-use tonic::Status;
+use tokio::sync::{OnceCell, watch};
 
 use super::error::{Code, WdError, WdResult};
 use super::log::{Entry, SessionLog};
@@ -27,25 +28,6 @@ const ENDED_KEPT: Duration = Duration::from_secs(3600);
 /// How long a new-session answer is kept for a retry with the same
 /// `X-Idempotency-Key`.
 const IDEMPOTENCY_KEPT: Duration = Duration::from_secs(600);
-/// Beyond the call's own timeout, how long an answer may take to come back
-/// up the worker's link.
-const LINK_SLACK: Duration = Duration::from_secs(5);
-
-pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, Status>>;
-
-/// The device a session holds, as the owner task granted it.
-#[derive(Clone)]
-pub struct Held {
-    pub device: String,
-    pub worker: String,
-    pub slot: String,
-    pub platform: String,
-    pub udid: String,
-    pub model: String,
-    pub tx: WorkerTx,
-    /// The app's hello, as the worker last reported it.
-    pub hello: Option<Arc<argus_proto::wire::Hello>>,
-}
 
 /// What a found element was, to find it again after the screen changed.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,7 +101,7 @@ impl Default for Timeouts {
 
 pub struct Session {
     pub id: String,
-    pub held: Held,
+    pub grant: Grant,
     /// The capabilities answered to the client.
     pub capabilities: Map<String, Value>,
     pub created_ms: i64,
@@ -142,12 +124,12 @@ struct SessionState {
 }
 
 impl Session {
-    pub fn new(id: String, held: Held, capabilities: Map<String, Value>, last_used: Arc<AtomicI64>) -> Self {
+    pub fn new(id: String, grant: Grant, capabilities: Map<String, Value>, last_used: Arc<AtomicI64>) -> Self {
         Self {
             id,
-            held,
+            grant,
             capabilities,
-            created_ms: crate::core::now_ms(),
+            created_ms: now_ms(),
             last_used,
             seq: AtomicI64::new(0),
             state: Mutex::default(),
@@ -167,7 +149,7 @@ impl Session {
     }
 
     pub fn touch(&self) {
-        self.last_used.store(crate::core::now_ms(), Ordering::Relaxed);
+        self.last_used.store(now_ms(), Ordering::Relaxed);
     }
 
     pub fn timeouts(&self) -> Timeouts {
@@ -199,37 +181,28 @@ impl Session {
     }
 }
 
-/// Why a device call failed.
-#[derive(Debug, Clone)]
-pub struct CallFailure {
-    pub code: String,
-    pub message: String,
-}
-
-type Answer = Result<device_answer::Outcome, CallFailure>;
-
 #[derive(Default)]
 struct Inner {
     sessions: HashMap<String, Arc<Session>>,
     /// Sessions that ended, why and when: a late command is told why, and
     /// the command that ended it is still recorded.
     ended: HashMap<String, (String, Instant, Arc<Session>)>,
-    calls: HashMap<u64, (String, oneshot::Sender<Answer>)>,
-    next_call: u64,
     idempotent: HashMap<String, (Arc<OnceCell<Value>>, Instant)>,
 }
 
 #[derive(Default)]
 pub struct Registry {
     inner: Mutex<Inner>,
+    /// The calls in flight to devices' apps: a session's fail when it ends.
+    calls: Arc<DeviceCalls>,
     /// Where sessions and their commands are recorded; none in tests of
     /// the registry alone.
     log: Option<SessionLog>,
 }
 
 impl Registry {
-    pub fn new(log: SessionLog) -> Self {
-        Self { inner: Mutex::default(), log: Some(log) }
+    pub fn new(calls: Arc<DeviceCalls>, log: SessionLog) -> Self {
+        Self { inner: Mutex::default(), calls, log: Some(log) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -240,9 +213,9 @@ impl Registry {
         if let Some(log) = &self.log {
             log.add(Entry::Started(SessionRow {
                 id: session.id.clone(),
-                device_id: session.held.device.clone(),
-                worker_id: session.held.worker.clone(),
-                platform: session.held.platform.clone(),
+                device_id: session.grant.device.clone(),
+                worker_id: session.grant.worker.clone(),
+                platform: session.grant.platform.clone(),
                 capabilities_json: Value::Object(session.capabilities.clone()).to_string(),
                 created_at: session.created_ms,
                 ended_at: None,
@@ -305,15 +278,10 @@ impl Registry {
         session.state().elements.clear();
         inner.ended.insert(id.to_owned(), (why.to_owned(), now, session.clone()));
         if let Some(log) = &self.log {
-            log.add(Entry::Ended { id: id.to_owned(), at: crate::core::now_ms(), reason: why.to_owned() });
+            log.add(Entry::Ended { id: id.to_owned(), at: now_ms(), reason: why.to_owned() });
         }
-        let orphaned: Vec<u64> = inner.calls.iter().filter(|(_, (s, _))| s == id).map(|(k, _)| *k).collect();
-        for call in orphaned {
-            if let Some((_, reply)) = inner.calls.remove(&call) {
-                let _ =
-                    reply.send(Err(CallFailure { code: "ended".into(), message: format!("the session ended: {why}") }));
-            }
-        }
+        drop(inner);
+        self.calls.fail_all(id, &CallFailure { code: "ended".into(), message: format!("the session ended: {why}") });
         Some(session)
     }
 
@@ -328,7 +296,7 @@ impl Registry {
     }
 
     /// Sends one call to the app of the session's device and waits for the
-    /// answer, at most `timeout` plus the link's slack.
+    /// answer (see [`DeviceCalls::call`]).
     pub async fn call(
         &self,
         session: &Session,
@@ -337,48 +305,29 @@ impl Registry {
         timeout: Duration,
         traceparent: String,
     ) -> Result<device_answer::Outcome, CallFailure> {
-        let (reply, answer) = oneshot::channel();
-        let call_id = {
-            let mut inner = self.lock();
-            inner.next_call += 1;
-            let id = inner.next_call;
-            inner.calls.insert(id, (session.id.clone(), reply));
-            id
-        };
-        let call = grpc::DeviceCall {
-            call_id,
-            slot: session.held.slot.clone(),
-            method: method.to_owned(),
-            params_json: params.map(Value::to_string).unwrap_or_default(),
-            timeout_ms: timeout.as_millis().min(u128::from(u32::MAX)) as u32,
-            traceparent,
-        };
-        let message = grpc::CoordinatorMessage { kind: Some(coordinator_message::Kind::DeviceCall(call)) };
-        let lost = |message: String| CallFailure { code: "worker".into(), message };
-        let outcome = match session.held.tx.send_timeout(Ok(message), LINK_SLACK).await {
-            Ok(()) => match tokio::time::timeout(timeout + LINK_SLACK, answer).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(_)) => Err(lost("the coordinator is stopping".into())),
-                Err(_) => Err(lost(format!(
-                    "worker {} did not answer {method} within {} ms",
-                    session.held.worker,
-                    (timeout + LINK_SLACK).as_millis()
-                ))),
-            },
-            Err(_) => Err(lost(format!("worker {} cannot be reached", session.held.worker))),
-        };
-        self.lock().calls.remove(&call_id);
-        outcome
+        self.calls.call(&session.id, &session.grant, method, params, timeout, traceparent).await
     }
 
-    /// A worker's answer, to the call that waits for it.
-    pub fn answered(&self, answer: grpc::DeviceAnswer) {
-        let Some((_, reply)) = self.lock().calls.remove(&answer.call_id) else { return };
-        let outcome = match answer.outcome {
-            Some(device_answer::Outcome::Error(e)) => Err(CallFailure { code: e.code, message: e.message }),
-            Some(outcome) => Ok(outcome),
-            None => Err(CallFailure { code: String::new(), message: "the worker sent an empty answer".into() }),
-        };
-        let _ = reply.send(outcome);
+    /// Ends session `id` when the owner task says so (its worker went away,
+    /// its device was lost, its idle timeout), in a task that ends with the
+    /// grant: at that word, or when the owner task lets the grant go.
+    pub fn end_when_the_grid_does(self: &Arc<Self>, id: String, mut ended: watch::Receiver<Option<String>>) {
+        let registry = Arc::downgrade(self);
+        drop(argus_proto::task::spawn("webdriver-session-end", async move {
+            loop {
+                // A word sent just before the grant was let go still counts.
+                let closed = ended.changed().await.is_err();
+                let why = ended.borrow_and_update().clone();
+                if let Some(why) = why {
+                    if let Some(registry) = registry.upgrade() {
+                        registry.end(&id, &why);
+                    }
+                    return;
+                }
+                if closed {
+                    return;
+                }
+            }
+        }));
     }
 }

@@ -15,7 +15,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::error::{Code, WdError, WdResult};
-use super::registry::{CallFailure, Session};
+use super::registry::Session;
+use argus_grid::calls::CallFailure;
 use super::{Answer, Wd, actions, body, page};
 use crate::http::HttpState;
 
@@ -228,7 +229,7 @@ async fn release_actions(State(state): State<HttpState>, Path(sid): Path<String>
 /// `NATIVE_APP`, and the contexts the app lists in its hello, if any.
 fn context_names(session: &Session) -> Vec<String> {
     let mut names = vec![NATIVE_APP.to_owned()];
-    let listed = session.held.hello.as_ref().and_then(|hello| hello.extra.get("contexts"));
+    let listed = session.grant.hello.as_ref().and_then(|hello| hello.extra.get("contexts"));
     if let Some(more) = listed.and_then(Value::as_array) {
         names.extend(more.iter().filter_map(Value::as_str).filter(|c| *c != NATIVE_APP).map(str::to_owned));
     }

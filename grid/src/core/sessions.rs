@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::*;
 use crate::scheduler::session_goes_first;
-use crate::webdriver::caps::{DeviceFacts, Wants};
-use crate::webdriver::registry::Held;
+use crate::matching::Wants;
 
 /// How long a session's device may be without its app before the session
 /// ends: longer than an app takes to relaunch and dial again.
@@ -27,9 +26,29 @@ pub struct SessionAsk {
     pub last_used: Arc<AtomicI64>,
 }
 
+/// The device a session holds, as the owner task granted it.
+#[derive(Clone)]
+pub struct Grant {
+    pub device: String,
+    pub worker: String,
+    pub slot: String,
+    pub platform: String,
+    pub udid: String,
+    pub model: String,
+    /// The worker's link, for the session's calls ([`crate::calls`]).
+    pub tx: WorkerTx,
+    /// The app's hello, as the worker last reported it.
+    pub hello: Option<Arc<Hello>>,
+    /// Why the owner task ended the session, once it has (its worker went
+    /// away, its device was lost, its idle timeout): the holder of the
+    /// grant hears of it here. Closed, without a reason, when the session
+    /// ended at its client's request or the coordinator stops.
+    pub ended: tokio::sync::watch::Receiver<Option<String>>,
+}
+
 /// The device granted, and which capability set it matched.
 pub struct Granted {
-    pub held: Held,
+    pub grant: Grant,
     pub matched: usize,
 }
 
@@ -44,24 +63,13 @@ pub(super) struct Holding {
     worker: String,
     idle: Duration,
     last_used: Arc<AtomicI64>,
-}
-
-fn facts(device: &Device) -> DeviceFacts<'_> {
-    DeviceFacts {
-        id: &device.id,
-        slot: &device.info.slot,
-        platform: &device.caps.platform,
-        udid: &device.info.udid,
-        serial: &device.info.serial,
-        labels: device.info.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
-        app: device.hello.as_ref().and_then(|hello| hello.app.as_ref()),
-    }
+    /// Tells the grant's holder why the owner task ended the session.
+    ended: tokio::sync::watch::Sender<Option<String>>,
 }
 
 /// Which of `candidates` accepts `device`, first first.
 fn matching(device: &Device, candidates: &[Wants]) -> Option<usize> {
-    let facts = facts(device);
-    candidates.iter().position(|wants| wants.accepts(&facts))
+    candidates.iter().position(|wants| wants.accepts(&device.caps))
 }
 
 impl Core {
@@ -95,7 +103,7 @@ impl Core {
             device.session = None;
         }
         if tell {
-            self.webdriver.end(id, why);
+            let _ = holding.ended.send(Some(why.to_owned()));
         }
         info!(session = id, device = %holding.device, reason = why, "session ended");
         self.metrics.sessions_ended(if tell { "grid" } else { "client" });
@@ -127,7 +135,7 @@ impl Core {
             );
             let _ = waited.reply.send(Err(CoreError::NoDevice(message)));
         }
-        let now_ms = now_ms();
+        let now_ms = self.clock.now_ms();
         // A device whose app has been gone past the grace takes its session
         // with it: the client's commands would only fail.
         let lost: Vec<(String, String)> = self
@@ -196,7 +204,8 @@ impl Core {
             let waiting = self.session_queue.remove(n);
             let Some(device) = self.devices.get(&device_id) else { continue };
             let Some(worker) = self.workers.get(&device.worker) else { continue };
-            let held = Held {
+            let (ended, ended_rx) = tokio::sync::watch::channel(None);
+            let grant = Grant {
                 device: device_id.clone(),
                 worker: device.worker.clone(),
                 slot: device.info.slot.clone(),
@@ -205,16 +214,18 @@ impl Core {
                 model: device.info.labels.get("model").cloned().unwrap_or_default(),
                 tx: worker.tx.clone(),
                 hello: device.hello.clone(),
+                ended: ended_rx,
             };
             let id = waiting.ask.id.clone();
             let holding = Holding {
                 device: device_id.clone(),
-                worker: held.worker.clone(),
+                worker: grant.worker.clone(),
                 idle: waiting.ask.idle,
                 last_used: waiting.ask.last_used.clone(),
+                ended,
             };
-            waiting.ask.last_used.store(now_ms(), Ordering::Relaxed);
-            if waiting.reply.send(Ok(Granted { held, matched })).is_ok() {
+            waiting.ask.last_used.store(self.clock.now_ms(), Ordering::Relaxed);
+            if waiting.reply.send(Ok(Granted { grant, matched })).is_ok() {
                 info!(session = %id, device = %device_id, "session holds a device");
                 self.sessions.insert(id.clone(), holding);
                 if let Some(device) = self.devices.get_mut(&device_id) {

@@ -91,9 +91,9 @@ impl Core {
             {
                 let device = grpc::DeviceRef { id: row.device_id.clone().unwrap_or_default(), ..Default::default() };
                 let seq = self.runs.get_mut(&row.run_id).map_or(0, Run::take_seq);
-                self.store.revoke_lease(lease, RESTARTED, now_ms(), seq as i64).await?;
+                self.store.revoke_lease(lease, RESTARTED, self.clock.now_ms(), seq as i64).await?;
                 self.store
-                    .queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, now_ms())
+                    .queue(&row.run_id, &row.case_id, row.attempt as u32, row.try_no as u32 + 1, self.clock.now_ms())
                     .await?;
                 if let Some(run) = self.runs.get_mut(&row.run_id) {
                     run.publish(watch::taken_back(seq, &row.case_id, row.attempt as u32, RESTARTED, device));
@@ -181,13 +181,14 @@ impl Core {
             })
             .collect();
         drop(views);
+        let now = self.clock.now_ms();
         for (run_id, why) in verdicts {
             let Some(run) = self.runs.get_mut(&run_id) else { continue };
             let changed = run.waiting.as_ref().map(|w| &w.message) != why.as_ref();
             if changed {
                 match (&why, run.waiting.take()) {
                     (Some(message), previous) => {
-                        let since_ms = previous.map_or_else(now_ms, |p| p.since_ms);
+                        let since_ms = previous.map_or(now, |p| p.since_ms);
                         warn!(run = %run_id, reason = %message, "the run waits for devices");
                         let waiting = Waiting { message: message.clone(), since_ms, stored: false };
                         run.publish(no_device(&waiting, true));
@@ -322,7 +323,7 @@ impl Core {
         if run.finished.is_some() || !run.cases.values().all(|c| c.done) {
             return;
         }
-        let finished_at = now_ms();
+        let finished_at = self.clock.now_ms();
         // lynkeus' manifest names the one platform its device had; a grid
         // run may span several, which it then lists (`platforms`) instead.
         let platforms: std::collections::BTreeSet<&str> =
@@ -369,7 +370,7 @@ impl Core {
             return Ok(());
         }
         let manifest = manifest_json(&RunManifest::started(iso(run.started_at)));
-        self.store.cancel_run(run_id, reason, now_ms(), &manifest).await?;
+        self.store.cancel_run(run_id, reason, self.clock.now_ms(), &manifest).await?;
         self.pending.remove_run(run_id);
         self.unqueued.retain(|(key, _)| key.run != run_id);
         let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();

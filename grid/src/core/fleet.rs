@@ -39,7 +39,7 @@ impl Core {
     /// Quarantines a device (or lets it back with `None`): recorded first,
     /// so that it outlives reconnects and restarts.
     pub(super) async fn set_quarantine(&mut self, device: &str, reason: Option<String>) -> Result<(), StoreError> {
-        self.store.set_quarantine(device, reason.as_deref(), now_ms()).await?;
+        self.store.set_quarantine(device, reason.as_deref(), self.clock.now_ms()).await?;
         if let Some(d) = self.devices.get_mut(device) {
             if let Some(reason) = &reason {
                 warn!(device, %reason, "device quarantined");
@@ -90,7 +90,7 @@ impl Core {
             self.worker_gone(&id).await;
         }
         let memory = self.store.fleet_memory(&id).await?;
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let record = WorkerRecord {
             id: id.clone(),
             hostname: register.hostname.clone(),
@@ -152,18 +152,27 @@ impl Core {
             session: None,
             quarantine: None,
             suspicion: Suspicion::default(),
-            state_since: now_ms(),
+            state_since: self.clock.now_ms(),
             mismatch: None,
         });
         if entry.info.state != info.state {
-            entry.state_since = now_ms();
+            entry.state_since = self.clock.now_ms();
         }
         if mismatch.is_some() && entry.mismatch != mismatch {
             warn!(device = %id, problem = mismatch.as_deref().unwrap_or_default(), "device takes no work");
         }
         entry.mismatch = mismatch;
-        entry.caps =
-            Capabilities { platform, labels, app, quarantined: entry.quarantine.is_some() || entry.mismatch.is_some() };
+        entry.caps = Capabilities {
+            platform,
+            labels,
+            app,
+            app_ids: Capabilities::app_ids_of(hello.as_ref().and_then(|h| h.app.as_ref())),
+            id: id.clone(),
+            slot: info.slot.clone(),
+            udid: info.udid.clone(),
+            serial: info.serial.clone(),
+            quarantined: entry.quarantine.is_some() || entry.mismatch.is_some(),
+        };
         if entry.info != info {
             self.dirty_devices.insert(id.clone());
         }
@@ -179,7 +188,7 @@ impl Core {
             // it still says is about devices and leases it no longer has.
             return;
         };
-        w.last_seen = now_ms();
+        w.last_seen = self.clock.now_ms();
         match message.kind {
             Some(Kind::Device(update)) => {
                 if let Some(device) = update.device {
@@ -245,7 +254,7 @@ impl Core {
         self.sessions_of_gone_worker(worker);
         self.devices.retain(|_, d| d.worker != worker);
         // What the fleet page shows; what operators decided stays as it is.
-        if let Err(error) = self.store.worker_disconnected(worker, now_ms()).await {
+        if let Err(error) = self.store.worker_disconnected(worker, self.clock.now_ms()).await {
             warn!(%error, worker, "cannot record that a worker went away");
         }
         self.dispatch_due = true;
@@ -265,7 +274,7 @@ impl Core {
     /// half-open connection): its devices leave the fleet and its attempts
     /// run again, without waiting for their leases to expire.
     pub(super) async fn check_workers(&mut self) {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let beat = now - self.keepalive_at >= self.config.heartbeat.as_millis() as i64;
         if beat {
             self.keepalive_at = now;

@@ -14,50 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-/// Which devices may run a run's cases.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Selector {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    /// `hello.app.name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app: Option<String>,
-}
-
-/// What a device offers, from its slot and its app's `hello`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Capabilities {
-    pub platform: String,
-    pub labels: BTreeMap<String, String>,
-    pub app: Option<String>,
-    pub quarantined: bool,
-}
-
-impl Selector {
-    pub fn is_satisfied_by(&self, caps: &Capabilities) -> bool {
-        !caps.quarantined
-            && self.platform.as_ref().is_none_or(|p| p.eq_ignore_ascii_case(&caps.platform))
-            && self.app.as_ref().is_none_or(|a| caps.app.as_deref() == Some(a.as_str()))
-            && self.labels.iter().all(|(k, v)| caps.labels.get(k) == Some(v))
-    }
-
-    /// `platform=ios, app=Shop, k=v`, for messages.
-    pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(p) = &self.platform {
-            parts.push(format!("platform={p}"));
-        }
-        if let Some(a) = &self.app {
-            parts.push(format!("app={a}"));
-        }
-        parts.extend(self.labels.iter().map(|(k, v)| format!("{k}={v}")));
-        if parts.is_empty() { "any device".to_owned() } else { parts.join(", ") }
-    }
-}
+pub use crate::matching::{Capabilities, Selector};
 
 /// A pending attempt, as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use argus_coordinator::scheduler::{Capabilities, Pending, Queue, Selector, estimate};
+use argus_grid::scheduler::{Capabilities, Pending, Queue, Selector, estimate};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 

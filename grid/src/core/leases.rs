@@ -15,7 +15,7 @@ impl Core {
             Some(revoking) => revoking,
             None => (reason.to_owned(), self.runs.get_mut(&lease.run_id).map_or(0, Run::take_seq)),
         };
-        let revoked = match self.store.revoke_lease(lease_id, &reason, now_ms(), seq as i64).await {
+        let revoked = match self.store.revoke_lease(lease_id, &reason, self.clock.now_ms(), seq as i64).await {
             Ok(Some(_)) => true,
             // Ended already: by this very call's earlier try, whose answer
             // was lost, or by a result that won the race.
@@ -150,7 +150,7 @@ impl Core {
         if !run.cases.contains_key(&key.case) {
             return Err(missing(format!("no case {} in run {}", key.case, key.run)));
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         Ok(NewLease {
             id: uuid::Uuid::new_v4().simple().to_string(),
             run_id: key.run.clone(),
@@ -212,7 +212,7 @@ impl Core {
                 config_json: run.config_json.clone(),
                 deadline_unix_ms: lease.deadline,
                 traceparent,
-                granted_unix_us: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
+                granted_unix_us: self.clock.now_us(),
             }))
         };
         if let Some(device) = self.devices.get_mut(&lease.device_id) {
@@ -313,7 +313,7 @@ impl Core {
             result: line.as_ref().map(|l| result_name(l.result).to_owned()),
             infrastructure,
             error: error.clone(),
-            finished_at: now_ms(),
+            finished_at: self.clock.now_ms(),
             ms: line.as_ref().map_or(0, |l| l.ms as i64),
             run_case_json: line.as_ref().map(RunCase::to_line),
             steps: line

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use argus_proto::grpc::{self, coordinator_message, run_update};
 use argus_proto::run::{CaseResult, RunCase, RunManifest, totals};
@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::metrics::{Metrics, Snapshot};
+use crate::time::{Clock, iso};
 use crate::policy::{Next, Suspicion};
 use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
 use argus_store::{
@@ -32,7 +33,7 @@ mod leases;
 mod runs;
 mod sessions;
 
-pub use sessions::{Granted, SessionAsk};
+pub use sessions::{Grant, Granted, SessionAsk};
 
 use fleet::device_record;
 
@@ -48,14 +49,6 @@ pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
 pub const HISTORY_WINDOW: u32 = 20;
 
 pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, tonic::Status>>;
-
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
-pub(crate) fn iso(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
 
 /// Why the coordinator refused a request.
 #[derive(Debug, thiserror::Error)]
@@ -408,8 +401,6 @@ struct Core {
     /// WebDriver sessions holding devices, and those waiting for one.
     sessions: HashMap<String, sessions::Holding>,
     session_queue: Vec<sessions::Waiting>,
-    /// The HTTP side's sessions, told when the owner ends one.
-    webdriver: Arc<crate::webdriver::Registry>,
     /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
     /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
@@ -426,6 +417,8 @@ struct Core {
     keepalive_at: i64,
     next_worker: u64,
     config: CoreConfig,
+    /// The one clock the owner task reads wall time from.
+    clock: Clock,
     /// Set by whatever frees a device or queues work; the owner loop
     /// dispatches once after a burst of commands, so that their leases
     /// commit in one transaction.
@@ -454,6 +447,9 @@ pub struct CoreConfig {
     /// A session's device whose app has been gone this long ends the
     /// session ([`sessions::DEVICE_LOST`]).
     pub device_lost: Duration,
+    /// Where the owner task reads wall time (tokio's time, so that tests
+    /// under paused time move both clocks at once).
+    pub clock: Clock,
 }
 
 impl Default for CoreConfig {
@@ -465,6 +461,7 @@ impl Default for CoreConfig {
             heartbeat: HEARTBEAT,
             worker_silence: WORKER_SILENCE,
             device_lost: sessions::DEVICE_LOST,
+            clock: Clock::system(),
         }
     }
 }
@@ -475,7 +472,6 @@ pub async fn start(
     store: Store,
     config: CoreConfig,
     metrics: Arc<Metrics>,
-    webdriver: Arc<crate::webdriver::Registry>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let mut core = Core {
@@ -487,7 +483,6 @@ pub async fn start(
         pending: Queue::default(),
         sessions: HashMap::new(),
         session_queue: Vec::new(),
-        webdriver,
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),
@@ -495,6 +490,7 @@ pub async fn start(
         dirty_devices: Default::default(),
         keepalive_at: 0,
         next_worker: 0,
+        clock: config.clock,
         config,
         dispatch_due: true,
         metrics,
@@ -660,7 +656,7 @@ impl Core {
                     try_no: k.try_no,
                 })
                 .collect();
-            match self.store.queue_many(&tries, now_ms()).await {
+            match self.store.queue_many(&tries, self.clock.now_ms()).await {
                 Ok(()) => {
                     for (key, avoid) in std::mem::take(&mut self.unqueued) {
                         self.enqueue(key, avoid);
@@ -703,7 +699,7 @@ impl Core {
         self.unextended.retain(|id| self.leases.contains_key(id));
         if !self.unextended.is_empty() {
             let ids: Vec<String> = self.unextended.iter().cloned().collect();
-            match self.store.extend_leases(&ids, now_ms() + self.config.lease_ttl.as_millis() as i64).await {
+            match self.store.extend_leases(&ids, self.clock.now_ms() + self.config.lease_ttl.as_millis() as i64).await {
                 Ok(()) => self.unextended.clear(),
                 Err(error) => warn!(%error, leases = ids.len(), "cannot record heartbeats; trying again"),
             }
@@ -714,7 +710,7 @@ impl Core {
             }
         }
         if !self.dirty_devices.is_empty() {
-            let now = now_ms();
+            let now = self.clock.now_ms();
             let records: Vec<DeviceRecord> = self
                 .dirty_devices
                 .iter()
