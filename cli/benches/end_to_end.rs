@@ -10,9 +10,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use argus_store::Store;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
 use argus_sim::{Agent, AgentConfig, App, Model};
+use argus_store::Store;
 use argus_worker::driver::{Driver, DriverConfig};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use hdrhistogram::Histogram;

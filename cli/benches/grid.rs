@@ -23,9 +23,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::RunCase;
+use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
 use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 

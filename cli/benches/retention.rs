@@ -15,9 +15,9 @@
 
 use std::time::{Duration, Instant};
 
-use argus_store::prune;
-use argus_store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
+use argus_store::Store;
+use argus_store::prune;
 use hdrhistogram::Histogram;
 use sqlx::Connection;
 use tokio_util::sync::CancellationToken;

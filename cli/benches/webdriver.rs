@@ -12,9 +12,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use argus_store::Store;
 use argus_proto::grpc::{self, fleet_client::FleetClient};
 use argus_sim::{Agent, AgentConfig, App, Model};
+use argus_store::Store;
 use argus_worker::driver::{Driver, DriverConfig};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use hdrhistogram::Histogram;

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use argus_store::{Backend, Store};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, fleet_client::FleetClient, runs_client::RunsClient};
 use argus_proto::run::RunManifest;
+use argus_store::{Backend, Store};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use argus_store::prune;
 use argus_store::Store;
+use argus_store::prune;
 
 use crate::grid::{CoordinatorSettings, open_artifacts};
 use crate::settings;
@@ -70,7 +70,7 @@ pub async fn run(args: PruneArgs, matches: &clap::ArgMatches) -> ExitCode {
         Err(error) => return failed(error.to_string()),
     };
     let cutoff = prune::cutoff_from_now(args.older_than);
-    let before = argus_coordinator::dashboard::view::iso(cutoff);
+    let before = argus_dashboard::view::iso(cutoff);
     let outcome = if args.dry_run {
         store.prunable(cutoff).await.map(|p| ("would remove", p))
     } else {

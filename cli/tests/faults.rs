@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use argus_store::{LogRow, Store};
 use argus_proto::run::RunDir;
+use argus_store::{LogRow, Store};
 use common::*;
 
 /// Sixteen cases of about half a second: a run of a few seconds on two to

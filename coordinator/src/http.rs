@@ -26,51 +26,51 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
+use argus_dashboard::Dashboard;
 use argus_grid::core::Handle;
 use argus_grid::metrics::Metrics;
-use argus_store::Store;
+use argus_webdriver::Facade;
+
+use crate::push::PushState;
 
 /// How long a client may take to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest error body turned into a JSON message.
 const ERROR_BODY_LIMIT: usize = 16 * 1024;
 
-#[derive(Clone)]
-pub struct HttpState {
-    pub handle: Handle,
-    pub metrics: Arc<Metrics>,
-    pub store: Store,
+/// Who may use the HTTP port: see the module's comment.
+#[derive(Clone, Default)]
+pub struct Guard {
     /// Required of every request but `/healthz` and the push endpoints, when set.
     pub read_token: Option<Arc<str>>,
-    /// The key `lynkeus report push` must present (the client token), when set.
-    pub push_token: Option<Arc<str>>,
-    pub pushes: crate::push::SharedPushes,
-    /// Screenshots and films, when kept.
-    pub artifacts: Option<argus_store::artifacts::Artifacts>,
-    /// When this coordinator started (epoch ms): the fleet's utilisation
-    /// is measured over no more than it has seen.
-    pub started_ms: i64,
-    /// The WebDriver facade's sessions.
-    pub webdriver: Arc<crate::webdriver::Registry>,
-    /// How long runs are kept (`--keep-days`); `None`: for ever.
-    pub keep: Option<std::time::Duration>,
+    /// What WebDriver clients present (and `lynkeus report push`, checked
+    /// by the push endpoints), when set.
+    pub client_token: Option<Arc<str>>,
 }
 
-pub fn router(state: HttpState) -> Router {
+/// What `/metrics` reads: the owner task's snapshot, rendered.
+#[derive(Clone)]
+pub struct Observed {
+    pub handle: Handle,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The HTTP port: each part's router merged, behind one guard.
+pub fn router(guard: Guard, observed: Observed, dashboard: Dashboard, facade: Facade, push: PushState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
-        .merge(crate::dashboard::routes())
-        .merge(crate::push::routes())
-        .merge(crate::webdriver::routes(state.clone()))
+        .with_state(observed)
+        .merge(argus_dashboard::router(dashboard))
+        .merge(crate::push::router(push))
+        .merge(argus_webdriver::router(facade))
         .fallback(not_found)
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(guard, guard_request))
 }
 
 async fn not_found(request: Request) -> Response {
-    if crate::webdriver::is_webdriver_path(request.uri().path()) {
-        return crate::webdriver::unknown_command(request.method(), request.uri().path());
+    if argus_webdriver::is_webdriver_path(request.uri().path()) {
+        return argus_webdriver::unknown_command(request.method(), request.uri().path());
     }
     let shown = request.uri().path().escape_debug().to_string();
     (StatusCode::NOT_FOUND, format!("no page {shown}")).into_response()
@@ -117,9 +117,9 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: Cancellation
 }
 
 /// See the module's comment.
-async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+async fn guard_request(State(state): State<Guard>, request: Request, next: Next) -> Response {
     let api = request.uri().path().starts_with("/api/");
-    let webdriver = crate::webdriver::is_webdriver_path(request.uri().path());
+    let webdriver = argus_webdriver::is_webdriver_path(request.uri().path());
     let refuse = |status: StatusCode, message: String| -> Response {
         if webdriver {
             // A WebDriver client reads only W3C JSON errors.
@@ -138,7 +138,7 @@ async fn guard(State(state): State<HttpState>, request: Request, next: Next) -> 
     // A WebDriver client drives devices: it presents the client token, as
     // `argus run` does (the read token when no client token is set).
     if webdriver {
-        if let Some(token) = state.push_token.as_ref().or(state.read_token.as_ref())
+        if let Some(token) = state.client_token.as_ref().or(state.read_token.as_ref())
             && !authorized(request.headers(), token)
         {
             return refuse(
@@ -210,7 +210,7 @@ fn authorized(headers: &axum::http::HeaderMap, token: &str) -> bool {
     argus_proto::auth::same(&given, token.as_bytes())
 }
 
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+async fn metrics(State(state): State<Observed>) -> impl IntoResponse {
     let Ok(snapshot) = state.handle.snapshot().await else {
         return (StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down\n".to_owned()).into_response();
     };

@@ -3,12 +3,10 @@
 //! the store before acting on it.
 
 mod assembler;
-pub mod dashboard;
 pub mod http;
 mod incoming;
 pub mod push;
 pub mod service;
 pub mod standby;
-pub mod webdriver;
 
 pub use service::{Options, TlsIdentity, Tokens, serve, serve_with};

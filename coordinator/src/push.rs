@@ -30,9 +30,8 @@ use axum::routing::{post, put};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use argus_store::artifacts::ArtifactError;
-use crate::http::HttpState;
 use argus_store::ImportedRun;
+use argus_store::artifacts::ArtifactError;
 
 /// The largest `cases.jsonl` accepted.
 const CASES_LIMIT: usize = 64 * 1024 * 1024;
@@ -57,7 +56,19 @@ impl Pushes {
     }
 }
 
-pub fn routes() -> axum::Router<HttpState> {
+/// What the push endpoints share.
+#[derive(Clone)]
+pub struct PushState {
+    pub store: argus_store::Store,
+    /// Where pushed files are kept, when this coordinator keeps files.
+    pub artifacts: Option<argus_store::artifacts::Artifacts>,
+    /// The key `lynkeus report push` must present (the client token), when set.
+    pub push_token: Option<Arc<str>>,
+    pub pushes: Arc<Pushes>,
+}
+
+/// The push endpoints, under `/v1/`.
+pub fn router(state: PushState) -> axum::Router {
     axum::Router::new()
         .route("/v1/runs", post(create))
         .route("/v1/runs/{id}/cases", put(cases))
@@ -67,6 +78,7 @@ pub fn routes() -> axum::Router<HttpState> {
             "/v1/runs/{id}/files/{*path}",
             put(file).layer(DefaultBodyLimit::max(argus_proto::artifacts::MAX_FILE_BYTES as usize)),
         )
+        .with_state(state)
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -74,7 +86,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// The key, when the coordinator has a client token.
-fn refused(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
+fn refused(state: &PushState, headers: &HeaderMap) -> Option<Response> {
     let token = state.push_token.as_deref()?;
     let given =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
@@ -99,7 +111,7 @@ struct Create {
     run: Option<Value>,
 }
 
-async fn create(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn create(State(state): State<PushState>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(refusal) = refused(&state, &headers) {
         return refusal;
     }
@@ -145,7 +157,7 @@ fn unknown(id: &str) -> Response {
     error(StatusCode::NOT_FOUND, format!("no run {id:?} is being pushed (create it with POST /v1/runs first)"))
 }
 
-async fn cases(State(state): State<HttpState>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+async fn cases(State(state): State<PushState>, Path(id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(refusal) = refused(&state, &headers) {
         return refusal;
     }
@@ -185,7 +197,7 @@ async fn cases(State(state): State<HttpState>, Path(id): Path<String>, headers: 
 }
 
 async fn file(
-    State(state): State<HttpState>,
+    State(state): State<PushState>,
     Path((id, path)): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
@@ -210,7 +222,7 @@ async fn file(
     }
 }
 
-async fn finish(State(state): State<HttpState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn finish(State(state): State<PushState>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     if let Some(refusal) = refused(&state, &headers) {
         return refusal;
     }
@@ -245,6 +257,3 @@ async fn finish(State(state): State<HttpState>, Path(id): Path<String>, headers:
 fn parse_ms(text: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_millis())
 }
-
-/// Shared by the HTTP state.
-pub type SharedPushes = Arc<Pushes>;

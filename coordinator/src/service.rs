@@ -17,7 +17,6 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 
 use argus_grid::core::{self, Handle};
-use crate::http::HttpState;
 use argus_grid::metrics::Metrics;
 use argus_grid::relay::ProjectRelay;
 use argus_store::Store;
@@ -121,7 +120,9 @@ impl grpc::runs_server::Runs for Services {
         let bytes = match artifacts.get(&run_id, &path).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => return Err(Status::not_found(format!("run {run_id} has no file {path}"))),
-            Err(argus_store::artifacts::ArtifactError::BadPath(problem)) => return Err(Status::invalid_argument(problem)),
+            Err(argus_store::artifacts::ArtifactError::BadPath(problem)) => {
+                return Err(Status::invalid_argument(problem));
+            }
             Err(error) => return Err(Status::unavailable(error.to_string())),
         };
         // Pieces well under gRPC's 4 MiB message limit; an empty file is one empty piece.
@@ -183,7 +184,8 @@ impl grpc::runs_server::Runs for Services {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let started_at = argus_grid::time::now_ms();
         let (suite, run) = tokio::task::spawn_blocking(move || {
-            let run = suite.plan(id, started_at, argus_grid::time::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
+            let run =
+                suite.plan(id, started_at, argus_grid::time::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
             (suite, run)
         })
         .await
@@ -395,9 +397,9 @@ pub async fn serve_with(
     if ended > 0 {
         info!(sessions = ended, "WebDriver sessions of the last coordinator ended with it");
     }
-    let session_log = crate::webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
+    let session_log = argus_webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
     let calls = Arc::new(argus_grid::calls::DeviceCalls::default());
-    let webdriver = Arc::new(crate::webdriver::Registry::new(calls.clone(), session_log));
+    let webdriver = Arc::new(argus_webdriver::Registry::new(calls.clone(), session_log));
     let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
     if let Some(keep) = keep {
         info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
@@ -412,19 +414,26 @@ pub async fn serve_with(
     }
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
-        let state = HttpState {
-            handle: handle.clone(),
-            metrics,
-            store: store.clone(),
+        let guard = crate::http::Guard {
             read_token: tokens.read.clone(),
-            push_token: tokens.client.as_deref().map(Arc::from),
-            pushes: Arc::default(),
+            client_token: tokens.client.as_deref().map(Arc::from),
+        };
+        let observed = crate::http::Observed { handle: handle.clone(), metrics: metrics.clone() };
+        let dashboard = argus_dashboard::Dashboard {
+            store: store.clone(),
+            handle: handle.clone(),
             artifacts: artifacts.clone(),
             started_ms: argus_grid::time::now_ms(),
-            webdriver: webdriver.clone(),
             keep,
         };
-        let router = crate::http::router(state);
+        let facade = argus_webdriver::Facade { handle: handle.clone(), sessions: webdriver.clone(), metrics };
+        let push = crate::push::PushState {
+            store: store.clone(),
+            artifacts: artifacts.clone(),
+            push_token: guard.client_token.clone(),
+            pushes: Arc::default(),
+        };
+        let router = crate::http::router(guard, observed, dashboard, facade, push);
         tasks.spawn(tracing::Instrument::instrument(
             crate::http::serve(http, router, shutdown.clone(), tasks.clone()),
             tracing::info_span!("http"),

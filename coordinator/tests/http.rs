@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use argus_store::Store;
 use argus_coordinator::{Options, Tokens};
+use argus_store::Store;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;

@@ -113,9 +113,15 @@ impl Wants {
                 .any(|have| have.eq_ignore_ascii_case(name))
         });
         let udid_ok = self.udid.as_ref().is_none_or(|u| *u == caps.udid || *u == caps.serial);
-        let version_ok = self.platform_version.as_ref().is_none_or(|v| caps.label("platformVersion") == Some(v.as_str()));
+        let version_ok =
+            self.platform_version.as_ref().is_none_or(|v| caps.label("platformVersion") == Some(v.as_str()));
         let app_ok = self.app.as_ref().is_none_or(|want| caps.app_ids.iter().any(|id| id == want));
-        caps.platform_is(self.platform.as_ref()) && name_ok && udid_ok && version_ok && app_ok && caps.labels_hold(&self.labels)
+        caps.platform_is(self.platform.as_ref())
+            && name_ok
+            && udid_ok
+            && version_ok
+            && app_ok
+            && caps.labels_hold(&self.labels)
     }
 
     /// `platformName=iOS, appium:deviceName=iPhone 15`, for messages.

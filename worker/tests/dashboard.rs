@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use argus_store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
+use argus_store::Store;
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use common::{Sim, free_port};
 use fantoccini::wd::WebDriverCompatibleCommand;

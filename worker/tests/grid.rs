@@ -8,9 +8,9 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use argus_store::Store;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
+use argus_store::Store;
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use common::{Proxy, Sim, free_port};
 use tokio::net::TcpListener;

@@ -7,10 +7,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use argus_store::Store;
 use argus_coordinator::{Options, TlsIdentity};
 use argus_proto::connect::connect;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
+use argus_store::Store;
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use common::{Sim, capture_logs, free_port, logs};
 use tokio::net::TcpListener;

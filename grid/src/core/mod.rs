@@ -19,14 +19,14 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::metrics::{Metrics, Snapshot};
-use crate::time::{Clock, iso};
 use crate::policy::{Next, Suspicion};
 use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
+use crate::time::{Clock, iso};
+use crate::waiting::Availability;
+use crate::watch::{self, WatchStream, Watcher};
 use argus_store::{
     AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
 };
-use crate::waiting::Availability;
-use crate::watch::{self, WatchStream, Watcher};
 
 mod fleet;
 mod leases;

@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::*;
-use crate::scheduler::session_goes_first;
 use crate::matching::Wants;
+use crate::scheduler::session_goes_first;
 
 /// How long a session's device may be without its app before the session
 /// ends: longer than an app takes to relaunch and dial again.

@@ -16,16 +16,16 @@ use serde_json::{Value, json};
 
 use super::error::{Code, WdError, WdResult};
 use super::registry::Session;
-use argus_grid::calls::CallFailure;
 use super::{Answer, Wd, actions, body, page};
-use crate::http::HttpState;
+use crate::Facade;
+use argus_grid::calls::CallFailure;
 
 /// How long one lynkeus call of a command may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The context every session has.
 pub const NATIVE_APP: &str = "NATIVE_APP";
 
-pub fn routes() -> Router<HttpState> {
+pub fn routes() -> Router<Facade> {
     Router::new()
         .route("/session/{sid}/timeouts", get(get_timeouts).post(set_timeouts))
         .route("/session/{sid}/source", get(source))
@@ -42,9 +42,9 @@ pub fn routes() -> Router<HttpState> {
 }
 
 /// One lynkeus call on the session's device, its failure as a W3C error.
-pub async fn call(state: &HttpState, session: &Session, method: &str, params: Option<Value>) -> WdResult<Value> {
+pub async fn call(state: &Facade, session: &Session, method: &str, params: Option<Value>) -> WdResult<Value> {
     let outcome = state
-        .webdriver
+        .sessions
         .call(session, method, params.as_ref(), CALL_TIMEOUT, super::traceparent())
         .await
         .map_err(|f| translate(&f, false))?;
@@ -58,7 +58,7 @@ pub async fn call(state: &HttpState, session: &Session, method: &str, params: Op
 }
 
 /// The app's screen, typed.
-pub async fn screen(state: &HttpState, session: &Session) -> WdResult<Screen> {
+pub async fn screen(state: &Facade, session: &Session) -> WdResult<Screen> {
     let value = call(state, session, "screen", None).await?;
     let screen: Screen = serde_json::from_value(value)
         .map_err(|e| WdError::new(Code::UnknownError, format!("the app's screen does not parse: {e}")))?;
@@ -89,21 +89,21 @@ pub fn translate(failure: &CallFailure, from_element: bool) -> WdError {
     WdError::new(code, message.clone())
 }
 
-fn session(state: &HttpState, sid: &str) -> WdResult<Arc<Session>> {
-    state.webdriver.get(sid)
+fn session(state: &Facade, sid: &str) -> WdResult<Arc<Session>> {
+    state.sessions.get(sid)
 }
 
-pub async fn capabilities(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+pub async fn capabilities(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let session = session(&state, &sid)?;
     Ok(Wd(Value::Object(session.capabilities.clone())))
 }
 
-async fn get_timeouts(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn get_timeouts(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let t = session(&state, &sid)?.timeouts();
     Ok(Wd(json!({ "implicit": t.implicit, "pageLoad": t.page_load, "script": t.script })))
 }
 
-async fn set_timeouts(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+async fn set_timeouts(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
     let session = session(&state, &sid)?;
     let body = body(&bytes)?;
     let mut timeouts = session.timeouts();
@@ -138,16 +138,16 @@ async fn set_timeouts(State(state): State<HttpState>, Path(sid): Path<String>, b
     Ok(Wd(Value::Null))
 }
 
-async fn source(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn source(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let session = session(&state, &sid)?;
     let screen = screen(&state, &session).await?;
     Ok(Wd(Value::String(page::Page::new(&screen).xml())))
 }
 
 /// A PNG of the device, base64.
-pub async fn picture(state: &HttpState, session: &Session) -> WdResult<Vec<u8>> {
+pub async fn picture(state: &Facade, session: &Session) -> WdResult<Vec<u8>> {
     let outcome = state
-        .webdriver
+        .sessions
         .call(session, "argus.screenshot", None, CALL_TIMEOUT, super::traceparent())
         .await
         .map_err(|f| WdError::new(Code::UnableToCaptureScreen, translate(&f, false).message))?;
@@ -157,45 +157,45 @@ pub async fn picture(state: &HttpState, session: &Session) -> WdResult<Vec<u8>> 
     }
 }
 
-async fn screenshot(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn screenshot(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let session = session(&state, &sid)?;
     let png = picture(&state, &session).await?;
     Ok(Wd(Value::String(base64::engine::general_purpose::STANDARD.encode(png))))
 }
 
-async fn window(state: &HttpState, sid: &str) -> WdResult<(f64, f64)> {
+async fn window(state: &Facade, sid: &str) -> WdResult<(f64, f64)> {
     let session = session(state, sid)?;
     let screen = screen(state, &session).await?;
     Ok((screen.window.w, screen.window.h))
 }
 
-async fn window_rect(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn window_rect(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let (w, h) = window(&state, &sid).await?;
     Ok(Wd(json!({ "x": 0, "y": 0, "width": w.round() as i64, "height": h.round() as i64 })))
 }
 
-async fn window_size(State(state): State<HttpState>, Path((sid, _)): Path<(String, String)>) -> Answer {
+async fn window_size(State(state): State<Facade>, Path((sid, _)): Path<(String, String)>) -> Answer {
     let (w, h) = window(&state, &sid).await?;
     Ok(Wd(json!({ "width": w.round() as i64, "height": h.round() as i64 })))
 }
 
-async fn orientation(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn orientation(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let (w, h) = window(&state, &sid).await?;
     Ok(Wd(json!(if w > h { "LANDSCAPE" } else { "PORTRAIT" })))
 }
 
-async fn set_orientation(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn set_orientation(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     session(&state, &sid)?;
     Err(WdError::unsupported("a lynkeus app cannot be rotated from the grid"))
 }
 
-async fn back(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn back(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let session = session(&state, &sid)?;
     call(&state, &session, "back", None).await?;
     Ok(Wd(Value::Null))
 }
 
-async fn perform_actions(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+async fn perform_actions(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
     let session = session(&state, &sid)?;
     let body = Value::Object(body(&bytes)?);
     run_actions(&state, &session, &body).await?;
@@ -203,7 +203,7 @@ async fn perform_actions(State(state): State<HttpState>, Path(sid): Path<String>
 }
 
 /// Plans W3C actions against the screen and runs them in order.
-pub async fn run_actions(state: &HttpState, session: &Session, body: &Value) -> WdResult<()> {
+pub async fn run_actions(state: &Facade, session: &Session, body: &Value) -> WdResult<()> {
     let screen = screen(state, session).await?;
     let mut centres = HashMap::new();
     for id in actions::origins(body) {
@@ -221,7 +221,7 @@ pub async fn run_actions(state: &HttpState, session: &Session, body: &Value) -> 
     Ok(())
 }
 
-async fn release_actions(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn release_actions(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     session(&state, &sid)?;
     Ok(Wd(Value::Null))
 }
@@ -236,17 +236,17 @@ fn context_names(session: &Session) -> Vec<String> {
     names
 }
 
-async fn contexts(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn contexts(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     let session = session(&state, &sid)?;
     Ok(Wd(json!(context_names(&session))))
 }
 
-async fn context(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
+async fn context(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
     session(&state, &sid)?;
     Ok(Wd(json!(NATIVE_APP)))
 }
 
-async fn set_context(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+async fn set_context(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
     let session = session(&state, &sid)?;
     let body = body(&bytes)?;
     match body.get("name") {

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::view::{CaseHistory, RunDetail, RunView, iso};
 
+use crate::Dashboard;
 use argus_grid::time::now_ms;
-use crate::http::HttpState;
 use argus_store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
 
 /// A failed request: its status, and a message that names what was wrong.
@@ -127,12 +127,9 @@ pub struct History {
 }
 
 impl History {
-    pub async fn of(state: &HttpState) -> Result<Self, ApiError> {
+    pub async fn of(state: &Dashboard) -> Result<Self, ApiError> {
         let oldest = state.store.oldest_run_started().await?;
-        Ok(Self {
-            keep_days: state.keep.map(|k| k.as_secs() / 86_400),
-            oldest_run: oldest.map(crate::dashboard::view::iso),
-        })
+        Ok(Self { keep_days: state.keep.map(|k| k.as_secs() / 86_400), oldest_run: oldest.map(crate::view::iso) })
     }
 
     /// One line for a page: the window, and how far back the runs go.
@@ -148,7 +145,7 @@ impl History {
     }
 }
 
-pub async fn runs_page(state: &HttpState, query: &RunsQuery) -> Result<RunsPage, ApiError> {
+pub async fn runs_page(state: &Dashboard, query: &RunsQuery) -> Result<RunsPage, ApiError> {
     let filter = query.filter()?;
     let page = query.page();
     let mut rows = state.store.runs_page(&filter, query.offset()?, PER_PAGE).await?;
@@ -162,11 +159,11 @@ pub async fn runs_page(state: &HttpState, query: &RunsQuery) -> Result<RunsPage,
     Ok(RunsPage { runs, page, more, history: History::of(state).await? })
 }
 
-pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>) -> Result<Json<RunsPage>, ApiError> {
+pub async fn runs(State(state): State<Dashboard>, Query(query): Query<RunsQuery>) -> Result<Json<RunsPage>, ApiError> {
     Ok(Json(runs_page(&state, &query).await?))
 }
 
-pub async fn run_detail(state: &HttpState, id: &str) -> Result<RunDetail, ApiError> {
+pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiError> {
     let run = state.store.get_run(id).await?;
     let attempts = state.store.run_attempts(id).await?;
     let mut view = RunView::new(run);
@@ -179,12 +176,12 @@ pub async fn run_detail(state: &HttpState, id: &str) -> Result<RunDetail, ApiErr
     Ok(detail)
 }
 
-pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
+pub async fn run(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
     Ok(Json(run_detail(&state, &id).await?))
 }
 
 /// The run directory's `cases.jsonl`, one line per attempt.
-pub async fn cases_jsonl(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn cases_jsonl(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Response, ApiError> {
     state.store.get_run(&id).await?;
     let mut body = state.store.run_lines(&id).await?.join("\n");
     body.push('\n');
@@ -192,12 +189,12 @@ pub async fn cases_jsonl(State(state): State<HttpState>, Path(id): Path<String>)
 }
 
 /// The run directory's `run.json`.
-pub async fn run_json(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn run_json(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let run = state.store.get_run(&id).await?;
     Ok(download(&format!("{id}-run.json"), "application/json", run.manifest_json))
 }
 
-pub async fn junit(State(state): State<HttpState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+pub async fn junit(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let run = state.store.get_run(&id).await?;
     let lines: Vec<argus_proto::run::RunCase> =
         state.store.run_lines(&id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
@@ -209,7 +206,7 @@ pub async fn junit(State(state): State<HttpState>, Path(id): Path<String>) -> Re
 /// Served under `/runs/{id}/files/…` for the pages too, so that a page's
 /// `<img>` works with the browser's login.
 pub async fn file(
-    State(state): State<HttpState>,
+    State(state): State<Dashboard>,
     Path((id, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let Some(artifacts) = &state.artifacts else {
@@ -249,7 +246,7 @@ pub struct ProjectQuery {
     pub days: Option<u32>,
 }
 
-pub async fn case_history(state: &HttpState, project: &str, case_id: &str) -> Result<CaseHistory, ApiError> {
+pub async fn case_history(state: &Dashboard, project: &str, case_id: &str) -> Result<CaseHistory, ApiError> {
     if project.is_empty() {
         return Err(ApiError(StatusCode::BAD_REQUEST, "project: give the case's project (?project=…)".into()));
     }
@@ -261,7 +258,7 @@ pub async fn case_history(state: &HttpState, project: &str, case_id: &str) -> Re
 }
 
 pub async fn case(
-    State(state): State<HttpState>,
+    State(state): State<Dashboard>,
     Path(case_id): Path<String>,
     Query(query): Query<ProjectQuery>,
 ) -> Result<Json<CaseHistory>, ApiError> {
@@ -284,7 +281,7 @@ pub struct Flipping {
     pub flips: i64,
 }
 
-pub async fn flaky_and_slow(state: &HttpState, query: &ProjectQuery) -> Result<FlakyAndSlow, ApiError> {
+pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<FlakyAndSlow, ApiError> {
     let project = if query.project.is_empty() {
         state.store.projects().await?.into_iter().next().unwrap_or_default()
     } else {
@@ -309,7 +306,7 @@ pub async fn flaky_and_slow(state: &HttpState, query: &ProjectQuery) -> Result<F
 }
 
 pub async fn flaky(
-    State(state): State<HttpState>,
+    State(state): State<Dashboard>,
     Query(query): Query<ProjectQuery>,
 ) -> Result<Json<FlakyAndSlow>, ApiError> {
     Ok(Json(flaky_and_slow(&state, &query).await?))
@@ -381,7 +378,7 @@ pub fn fleet_window(uptime_ms: i64) -> i64 {
     uptime_ms.clamp(60_000, FLEET_WINDOW_MS)
 }
 
-pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
+pub async fn fleet_view(state: &Dashboard) -> Result<FleetView, ApiError> {
     let stopped = || ApiError(StatusCode::SERVICE_UNAVAILABLE, "the coordinator is shutting down".into());
     let fleet = state.handle.fleet().await.map_err(|_| stopped())?;
     let window_ms = fleet_window(now_ms() - state.started_ms);
@@ -436,10 +433,10 @@ pub async fn fleet_view(state: &HttpState) -> Result<FleetView, ApiError> {
     Ok(FleetView { workers, devices, window_ms })
 }
 
-pub async fn fleet(State(state): State<HttpState>) -> Result<Json<FleetView>, ApiError> {
+pub async fn fleet(State(state): State<Dashboard>) -> Result<Json<FleetView>, ApiError> {
     Ok(Json(fleet_view(&state).await?))
 }
 
-pub async fn projects(State(state): State<HttpState>) -> Result<Json<Vec<String>>, ApiError> {
+pub async fn projects(State(state): State<Dashboard>) -> Result<Json<Vec<String>>, ApiError> {
     Ok(Json(state.store.projects().await?))
 }

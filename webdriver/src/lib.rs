@@ -24,8 +24,9 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
+use argus_grid::core::Handle;
 use argus_grid::core::{CoreError, SessionAsk};
-use crate::http::HttpState;
+use argus_grid::metrics::Metrics;
 
 pub mod actions;
 pub mod caps;
@@ -40,6 +41,15 @@ mod session;
 
 pub use registry::Registry;
 
+/// What the facade's handlers share: the owner task that grants devices,
+/// the sessions it holds, and the metrics its commands are counted in.
+#[derive(Clone)]
+pub struct Facade {
+    pub handle: Handle,
+    pub sessions: Arc<Registry>,
+    pub metrics: Arc<Metrics>,
+}
+
 use error::{Code, WdError, WdResult};
 
 /// A command's answer: `{"value": …}`.
@@ -53,8 +63,8 @@ impl IntoResponse for Wd {
 
 pub type Answer = WdResult<Wd>;
 
-/// The routes, served at the root and under `/wd/hub`.
-pub fn routes(state: HttpState) -> Router<HttpState> {
+/// The facade's routes, served at the root and under `/wd/hub`.
+pub fn router(state: Facade) -> Router {
     let wd = Router::new()
         .route("/status", get(status))
         .route("/session", post(new_session))
@@ -63,7 +73,11 @@ pub fn routes(state: HttpState) -> Router<HttpState> {
         .merge(elements::routes())
         .merge(execute::routes())
         .method_not_allowed_fallback(unknown_method);
-    Router::new().merge(wd.clone()).nest("/wd/hub", wd).route_layer(middleware::from_fn_with_state(state, observe))
+    Router::new()
+        .merge(wd.clone())
+        .nest("/wd/hub", wd)
+        .route_layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
 }
 
 /// Whether `path` is one of the facade's, so that what the HTTP layer
@@ -86,7 +100,7 @@ async fn unknown_method(method: Method, request: Request) -> Response {
 
 /// Every command is traced (a child of the client's `traceparent` when it
 /// sends one), timed and counted by command and outcome.
-async fn observe(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+async fn observe(State(state): State<Facade>, request: Request, next: Next) -> Response {
     let command = request
         .extensions()
         .get::<MatchedPath>()
@@ -106,7 +120,7 @@ async fn observe(State(state): State<HttpState>, request: Request, next: Next) -
     let took = started.elapsed();
     state.metrics.webdriver_command(&name, outcome, took.as_secs_f64());
     if let Some(sid) = session {
-        state.webdriver.command(&sid, &name, started_ms, took.as_millis() as i64, error);
+        state.sessions.command(&sid, &name, started_ms, took.as_millis() as i64, error);
     }
     response
 }
@@ -135,7 +149,7 @@ pub fn traceparent() -> String {
     argus_proto::trace::traceparent(&tracing::Span::current()).unwrap_or_default()
 }
 
-async fn status(State(state): State<HttpState>) -> Answer {
+async fn status(State(state): State<Facade>) -> Answer {
     let fleet = state.handle.fleet().await.map_err(core_error)?;
     let free = fleet
         .devices
@@ -147,7 +161,7 @@ async fn status(State(state): State<HttpState>) -> Answer {
                 && d.device.as_ref().is_some_and(|i| i.state == argus_proto::grpc::DeviceState::Idle as i32)
         })
         .count();
-    let message = format!("{free} of {} devices free; {} sessions", fleet.devices.len(), state.webdriver.list().len());
+    let message = format!("{free} of {} devices free; {} sessions", fleet.devices.len(), state.sessions.list().len());
     Ok(Wd(json!({
         "ready": free > 0,
         "message": message,
@@ -166,14 +180,14 @@ const IDEMPOTENCY_KEY: &str = "x-idempotency-key";
 /// How long a new session's app may take to reset.
 const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
-async fn new_session(State(state): State<HttpState>, headers: HeaderMap, bytes: Bytes) -> Answer {
+async fn new_session(State(state): State<Facade>, headers: HeaderMap, bytes: Bytes) -> Answer {
     let body = Value::Object(body(&bytes)?);
     let candidates = caps::process(&body)?;
     match headers.get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()) {
         // A retried request gets the first one's session (and waits for it
         // while the first still waits for a device).
         Some(key) => {
-            let cell = state.webdriver.idempotent(key);
+            let cell = state.sessions.idempotent(key);
             let created = cell.get_or_try_init(|| create(&state, candidates)).await?;
             Ok(Wd(created.clone()))
         }
@@ -181,7 +195,7 @@ async fn new_session(State(state): State<HttpState>, headers: HeaderMap, bytes: 
     }
 }
 
-async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<Value> {
+async fn create(state: &Facade, candidates: Vec<caps::Request>) -> WdResult<Value> {
     let id = uuid::Uuid::new_v4().to_string();
     let last_used = Arc::new(AtomicI64::new(argus_grid::time::now_ms()));
     // The first set's timeouts hold for the request (they are the client's
@@ -216,17 +230,17 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
     }
     let no_reset = candidates[granted.matched].echoed.get("appium:noReset") == Some(&Value::Bool(true));
     let session = Arc::new(registry::Session::new(id.clone(), held, capabilities.clone(), last_used));
-    state.webdriver.add(session.clone());
-    state.webdriver.end_when_the_grid_does(id.clone(), ended);
+    state.sessions.add(session.clone());
+    state.sessions.end_when_the_grid_does(id.clone(), ended);
     // A fresh app, as Appium starts one, unless the client asks to keep it
     // (`appium:noReset`); an app without `reset` is left as it is, as the
     // runner leaves it before an attempt.
     if !no_reset {
-        let reset = state.webdriver.call(&session, "reset", None, RESET_TIMEOUT, traceparent()).await;
+        let reset = state.sessions.call(&session, "reset", None, RESET_TIMEOUT, traceparent()).await;
         if let Err(failure) = reset
             && !failure.message.starts_with("Unknown method")
         {
-            state.webdriver.end(&id, "its app could not be reset");
+            state.sessions.end(&id, "its app could not be reset");
             state.handle.close_session(id.clone()).await;
             return Err(WdError::new(
                 Code::SessionNotCreated,
@@ -237,9 +251,9 @@ async fn create(state: &HttpState, candidates: Vec<caps::Request>) -> WdResult<V
     Ok(json!({ "sessionId": id, "capabilities": capabilities }))
 }
 
-async fn delete_session(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
-    state.webdriver.get(&sid)?;
-    state.webdriver.end(&sid, "deleted by its client");
+async fn delete_session(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
+    state.sessions.get(&sid)?;
+    state.sessions.end(&sid, "deleted by its client");
     // The device is free once the owner task hears of it; the client need
     // not wait for that.
     state.handle.close_session(sid).await;

@@ -17,9 +17,9 @@ use super::error::{Code, WdError, WdResult};
 use super::registry::Session;
 use super::session::{call, run_actions, screen};
 use super::{Answer, Wd, body};
-use crate::http::HttpState;
+use crate::Facade;
 
-pub fn routes() -> Router<HttpState> {
+pub fn routes() -> Router<Facade> {
     Router::new()
         .route("/session/{sid}/execute/sync", post(execute))
         .route("/session/{sid}/execute/async", post(execute))
@@ -35,8 +35,8 @@ const CORE_METHODS: [&str; 12] = [
     "screen", "navigate", "back", "waitFor", "idle", "requests", "trace", "batch", "deepLink", "reset", "find", "ping",
 ];
 
-async fn execute(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn execute(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+    let session = state.sessions.get(&sid)?;
     let body = body(&bytes)?;
     let script = body
         .get("script")
@@ -74,7 +74,7 @@ async fn execute(State(state): State<HttpState>, Path(sid): Path<String>, bytes:
 
 /// The element named by `elementId` (or `element`) in a mobile command's
 /// params, as a lynkeus target.
-async fn element_target(state: &HttpState, session: &Session, params: &Map<String, Value>) -> WdResult<Option<Target>> {
+async fn element_target(state: &Facade, session: &Session, params: &Map<String, Value>) -> WdResult<Option<Target>> {
     let Some(eid) = params.get("elementId").or_else(|| params.get("element")).and_then(|v| v.as_str().or(id_of(v)))
     else {
         return Ok(None);
@@ -91,7 +91,7 @@ async fn element_target(state: &HttpState, session: &Session, params: &Map<Strin
 }
 
 /// The point of a gesture: an element, or `x`/`y`.
-async fn gesture_target(state: &HttpState, session: &Session, params: &Map<String, Value>) -> WdResult<Target> {
+async fn gesture_target(state: &Facade, session: &Session, params: &Map<String, Value>) -> WdResult<Target> {
     if let Some(target) = element_target(state, session, params).await? {
         return Ok(target);
     }
@@ -106,7 +106,7 @@ fn has_command(session: &Session, name: &str) -> bool {
 }
 
 async fn mobile(
-    state: &HttpState,
+    state: &Facade,
     session: &Session,
     prefix: &str,
     name: &str,
@@ -186,14 +186,14 @@ async fn mobile(
     }
 }
 
-async fn keyboard_is_shown(state: &HttpState, session: &Session) -> WdResult<bool> {
+async fn keyboard_is_shown(state: &Facade, session: &Session) -> WdResult<bool> {
     let screen = screen(state, session).await?;
     Ok(screen.elements.iter().any(|e| e.kind == argus_proto::wire::ElementKind::Input && e.is_focused()))
 }
 
 /// The app's `network` command (`{wifi, data, airplaneMode}` in and out),
 /// when it has one; a lynkeus app has no other way to change its network.
-async fn connectivity(state: &HttpState, session: &Session, set: Option<Value>) -> WdResult<Value> {
+async fn connectivity(state: &Facade, session: &Session, set: Option<Value>) -> WdResult<Value> {
     if !has_command(session, "network") {
         return Err(WdError::unsupported(
             "this app has no `network` command, and the grid cannot change a device's network: network connection is not available",
@@ -208,14 +208,14 @@ fn mask_of(state: &Value) -> u64 {
     u64::from(on("airplaneMode")) | u64::from(on("wifi")) << 1 | u64::from(on("data")) << 2
 }
 
-async fn get_network(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn get_network(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
+    let session = state.sessions.get(&sid)?;
     let now = connectivity(&state, &session, None).await?;
     Ok(Wd(json!(mask_of(&now))))
 }
 
-async fn set_network(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn set_network(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+    let session = state.sessions.get(&sid)?;
     let body = body(&bytes)?;
     let mask = body
         .get("parameters")
@@ -230,21 +230,21 @@ async fn set_network(State(state): State<HttpState>, Path(sid): Path<String>, by
     Ok(Wd(json!(mask_of(&now))))
 }
 
-async fn hide_keyboard(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn hide_keyboard(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
+    let session = state.sessions.get(&sid)?;
     call(&state, &session, "dismissKeyboard", None).await?;
     Ok(Wd(Value::Null))
 }
 
-async fn keyboard_shown(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn keyboard_shown(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
+    let session = state.sessions.get(&sid)?;
     keyboard_is_shown(&state, &session).await.map(|s| Wd(json!(s)))
 }
 
 /// The legacy TouchAction (`press`, `wait`, `moveTo`, `release`, `tap`,
 /// `longPress`), as the W3C pointer actions it stands for.
-async fn touch_perform(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn touch_perform(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+    let session = state.sessions.get(&sid)?;
     let body = body(&bytes)?;
     let steps = body
         .get("actions")

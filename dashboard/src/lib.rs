@@ -9,18 +9,37 @@ mod sessions;
 mod svg;
 pub mod view;
 
+use std::time::Duration;
+
+use argus_grid::core::Handle;
+use argus_store::Store;
+use argus_store::artifacts::Artifacts;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::http::HttpState;
+const CSS: &str = include_str!("../static/argus.css");
+const SCRIPT: &str = include_str!("../static/live.js");
+const ICON: &str = include_str!("../static/favicon.svg");
 
-const CSS: &str = include_str!("../../../dashboard/static/argus.css");
-const SCRIPT: &str = include_str!("../../../dashboard/static/live.js");
-const ICON: &str = include_str!("../../../dashboard/static/favicon.svg");
+/// What the dashboard's pages read: the store, the owner task (for the live
+/// fleet), the runs' files.
+#[derive(Clone)]
+pub struct Dashboard {
+    pub store: Store,
+    pub handle: Handle,
+    /// Screenshots and films, when kept.
+    pub artifacts: Option<Artifacts>,
+    /// When this coordinator started (epoch ms): the fleet's utilisation
+    /// is measured over no more than it has seen.
+    pub started_ms: i64,
+    /// How long runs are kept (`--keep-days`); `None`: for ever.
+    pub keep: Option<Duration>,
+}
 
-pub fn routes() -> Router<HttpState> {
+/// The dashboard's pages, its API and its static files.
+pub fn router(state: Dashboard) -> Router {
     Router::new()
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
@@ -54,4 +73,5 @@ pub fn routes() -> Router<HttpState> {
         .route("/api/v1/projects", get(api::projects))
         .route("/api/v1/sessions", get(sessions::sessions_api))
         .route("/api/v1/sessions/{id}", get(sessions::session_api))
+        .with_state(state)
 }

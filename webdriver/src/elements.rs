@@ -19,12 +19,12 @@ use super::error::{Code, WdError, WdResult};
 use super::registry::{ELEMENT_KEY, Fingerprint, Found, Session};
 use super::session::{call, screen};
 use super::{Answer, Wd, body, locate, page};
-use crate::http::HttpState;
+use crate::Facade;
 
 /// How often an implicit wait looks at the screen again.
 const POLL: Duration = Duration::from_millis(200);
 
-pub fn routes() -> Router<HttpState> {
+pub fn routes() -> Router<Facade> {
     Router::new()
         .route("/session/{sid}/element", post(find_one))
         .route("/session/{sid}/elements", post(find_all))
@@ -104,7 +104,7 @@ fn query(bytes: &Bytes) -> WdResult<Query> {
 
 /// Finds elements, looking again until the implicit wait is over while
 /// none match. A single find prefers displayed elements.
-async fn find(state: &HttpState, session: &Session, query: &Query, within: Option<&str>) -> WdResult<Vec<String>> {
+async fn find(state: &Facade, session: &Session, query: &Query, within: Option<&str>) -> WdResult<Vec<String>> {
     let deadline = Instant::now() + session.timeouts().implicit();
     let parent = within.map(|id| session.element(id)).transpose()?;
     loop {
@@ -127,8 +127,8 @@ async fn find(state: &HttpState, session: &Session, query: &Query, within: Optio
     }
 }
 
-async fn find_first(state: &HttpState, sid: &str, bytes: &Bytes, within: Option<&str>) -> Answer {
-    let session = state.webdriver.get(sid)?;
+async fn find_first(state: &Facade, sid: &str, bytes: &Bytes, within: Option<&str>) -> Answer {
+    let session = state.sessions.get(sid)?;
     let query = query(bytes)?;
     let ids = find(state, &session, &query, within).await?;
     let id = ids.first().ok_or_else(|| {
@@ -143,22 +143,22 @@ async fn find_first(state: &HttpState, sid: &str, bytes: &Bytes, within: Option<
     Ok(Wd(reference(id)))
 }
 
-async fn find_every(state: &HttpState, sid: &str, bytes: &Bytes, within: Option<&str>) -> Answer {
-    let session = state.webdriver.get(sid)?;
+async fn find_every(state: &Facade, sid: &str, bytes: &Bytes, within: Option<&str>) -> Answer {
+    let session = state.sessions.get(sid)?;
     let ids = find(state, &session, &query(bytes)?, within).await?;
     Ok(Wd(Value::Array(ids.iter().map(|id| reference(id)).collect())))
 }
 
-async fn find_one(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+async fn find_one(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
     find_first(&state, &sid, &bytes, None).await
 }
 
-async fn find_all(State(state): State<HttpState>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
+async fn find_all(State(state): State<Facade>, Path(sid): Path<String>, bytes: Bytes) -> Answer {
     find_every(&state, &sid, &bytes, None).await
 }
 
 async fn find_one_within(
-    State(state): State<HttpState>,
+    State(state): State<Facade>,
     Path((sid, eid)): Path<(String, String)>,
     bytes: Bytes,
 ) -> Answer {
@@ -166,7 +166,7 @@ async fn find_one_within(
 }
 
 async fn find_all_within(
-    State(state): State<HttpState>,
+    State(state): State<Facade>,
     Path((sid, eid)): Path<(String, String)>,
     bytes: Bytes,
 ) -> Answer {
@@ -174,8 +174,8 @@ async fn find_all_within(
 }
 
 /// The focused input.
-async fn active(State(state): State<HttpState>, Path(sid): Path<String>) -> Answer {
-    let session = state.webdriver.get(&sid)?;
+async fn active(State(state): State<Facade>, Path(sid): Path<String>) -> Answer {
+    let session = state.sessions.get(&sid)?;
     let screen = screen(&state, &session).await?;
     let focused = screen
         .elements
@@ -187,8 +187,8 @@ async fn active(State(state): State<HttpState>, Path(sid): Path<String>) -> Answ
 }
 
 /// The session and the element `eid` as the screen shows it now.
-pub async fn current(state: &HttpState, sid: &str, eid: &str) -> WdResult<(Arc<Session>, Screen, Element)> {
-    let session = state.webdriver.get(sid)?;
+pub async fn current(state: &Facade, sid: &str, eid: &str) -> WdResult<(Arc<Session>, Screen, Element)> {
+    let session = state.sessions.get(sid)?;
     let found = session.element(eid)?;
     let screen = screen(state, &session).await?;
     let element = resolve(&found, &screen).cloned().ok_or_else(|| {
@@ -199,8 +199,8 @@ pub async fn current(state: &HttpState, sid: &str, eid: &str) -> WdResult<(Arc<S
 
 /// How to name element `eid` in a call: its testId when it has one (no
 /// look at the screen needed), else its index on the screen now.
-async fn target_of(state: &HttpState, sid: &str, eid: &str) -> WdResult<(Arc<Session>, Target)> {
-    let session = state.webdriver.get(sid)?;
+async fn target_of(state: &Facade, sid: &str, eid: &str) -> WdResult<(Arc<Session>, Target)> {
+    let session = state.sessions.get(sid)?;
     if let Some(target) = session.element(eid)?.target {
         return Ok((session, target));
     }
@@ -209,24 +209,24 @@ async fn target_of(state: &HttpState, sid: &str, eid: &str) -> WdResult<(Arc<Ses
 }
 
 /// A call on an element: a target that no longer matches is stale.
-async fn element_call(state: &HttpState, session: &Session, method: &str, params: Value) -> WdResult<Value> {
+async fn element_call(state: &Facade, session: &Session, method: &str, params: Value) -> WdResult<Value> {
     call(state, session, method, Some(params)).await.map_err(|error| {
         if error.code == Code::NoSuchElement { WdError::new(Code::StaleElementReference, error.message) } else { error }
     })
 }
 
-pub async fn click_element(state: &HttpState, sid: &str, eid: &str) -> WdResult<()> {
+pub async fn click_element(state: &Facade, sid: &str, eid: &str) -> WdResult<()> {
     let (session, target) = target_of(state, sid, eid).await?;
     let press = super::actions::press(target, None);
     element_call(state, &session, press.method(), press.params()).await.map(drop)
 }
 
-async fn click(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn click(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     click_element(&state, &sid, &eid).await?;
     Ok(Wd(Value::Null))
 }
 
-async fn clear(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn clear(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (session, target) = target_of(&state, &sid, &eid).await?;
     let clear = TypeParams { text: String::new(), target: Some(target), clear: Some(true), paste: None, submit: None };
     element_call(&state, &session, "type", typed(&clear)).await?;
@@ -256,7 +256,7 @@ fn keys(body: &serde_json::Map<String, Value>) -> WdResult<(String, bool)> {
     Ok((text, submit))
 }
 
-async fn send_keys(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>, bytes: Bytes) -> Answer {
+async fn send_keys(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>, bytes: Bytes) -> Answer {
     let (text, submit) = keys(&body(&bytes)?)?;
     let (session, target) = target_of(&state, &sid, &eid).await?;
     let params = TypeParams { text, target: Some(target), clear: None, paste: None, submit: Some(submit) };
@@ -277,26 +277,26 @@ pub fn text_of(element: &Element) -> String {
         .unwrap_or_default()
 }
 
-async fn text(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn text(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     Ok(Wd(json!(text_of(&element))))
 }
 
-async fn tag_name(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn tag_name(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     Ok(Wd(json!(page::tag(element.kind))))
 }
 
-pub async fn attribute_of(state: &HttpState, sid: &str, eid: &str, name: &str) -> WdResult<Value> {
+pub async fn attribute_of(state: &Facade, sid: &str, eid: &str, name: &str) -> WdResult<Value> {
     let (_, _, element) = current(state, sid, eid).await?;
     Ok(page::attribute(&element, name).map_or(Value::Null, Value::String))
 }
 
-async fn attribute(State(state): State<HttpState>, Path((sid, eid, name)): Path<(String, String, String)>) -> Answer {
+async fn attribute(State(state): State<Facade>, Path((sid, eid, name)): Path<(String, String, String)>) -> Answer {
     attribute_of(&state, &sid, &eid, &name).await.map(Wd)
 }
 
-async fn property(State(state): State<HttpState>, Path((sid, eid, name)): Path<(String, String, String)>) -> Answer {
+async fn property(State(state): State<Facade>, Path((sid, eid, name)): Path<(String, String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     let value = match page::attribute(&element, &name) {
         None => Value::Null,
@@ -318,44 +318,44 @@ fn rect_of(element: &Element) -> Value {
     json!({ "x": f.x.round() as i64, "y": f.y.round() as i64, "width": f.w.round() as i64, "height": f.h.round() as i64 })
 }
 
-async fn rect(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn rect(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     Ok(Wd(rect_of(&element)))
 }
 
-async fn location(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn location(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     let r = rect_of(&element);
     Ok(Wd(json!({ "x": r["x"], "y": r["y"] })))
 }
 
-async fn size(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn size(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     let r = rect_of(&element);
     Ok(Wd(json!({ "width": r["width"], "height": r["height"] })))
 }
 
-pub async fn is_displayed(state: &HttpState, sid: &str, eid: &str) -> WdResult<bool> {
+pub async fn is_displayed(state: &Facade, sid: &str, eid: &str) -> WdResult<bool> {
     let (_, _, element) = current(state, sid, eid).await?;
     Ok(page::displayed(&element))
 }
 
-async fn displayed(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn displayed(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     is_displayed(&state, &sid, &eid).await.map(|d| Wd(json!(d)))
 }
 
-async fn enabled(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn enabled(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     Ok(Wd(json!(element.enabled)))
 }
 
-async fn selected(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn selected(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (_, _, element) = current(&state, &sid, &eid).await?;
     Ok(Wd(json!(page::selected(&element))))
 }
 
 /// The element's part of a screenshot of the device.
-async fn element_screenshot(State(state): State<HttpState>, Path((sid, eid)): Path<(String, String)>) -> Answer {
+async fn element_screenshot(State(state): State<Facade>, Path((sid, eid)): Path<(String, String)>) -> Answer {
     let (session, screen, element) = current(&state, &sid, &eid).await?;
     let png = super::session::picture(&state, &session).await?;
     let cropped = crop(&png, screen.window.w, &element).map_err(|why| {

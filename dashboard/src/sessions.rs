@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::api::ApiError;
 use super::pages::{error_page, render};
+use crate::Dashboard;
 use argus_grid::time::iso;
-use crate::http::HttpState;
 use argus_store::{CommandRow, SessionRow};
 
 /// How many sessions the list shows.
@@ -74,11 +74,11 @@ struct SessionTemplate {
     detail: SessionDetail,
 }
 
-async fn list(state: &HttpState) -> Result<Vec<SessionView>, ApiError> {
+async fn list(state: &Dashboard) -> Result<Vec<SessionView>, ApiError> {
     Ok(state.store.list_sessions(LISTED).await?.into_iter().map(SessionView::of).collect())
 }
 
-async fn detail(state: &HttpState, id: &str) -> Result<SessionDetail, ApiError> {
+async fn detail(state: &Dashboard, id: &str) -> Result<SessionDetail, ApiError> {
     let row = state
         .store
         .get_session(id)
@@ -88,26 +88,26 @@ async fn detail(state: &HttpState, id: &str) -> Result<SessionDetail, ApiError> 
     Ok(SessionDetail { session: SessionView::of(row), commands })
 }
 
-pub async fn sessions_page(State(state): State<HttpState>) -> Response {
+pub async fn sessions_page(State(state): State<Dashboard>) -> Response {
     match list(&state).await {
         Ok(sessions) => render(SessionsTemplate { sessions }),
         Err(error) => error_page(error),
     }
 }
 
-pub async fn session_page(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+pub async fn session_page(State(state): State<Dashboard>, Path(id): Path<String>) -> Response {
     match detail(&state, &id).await {
         Ok(detail) => render(SessionTemplate { detail }),
         Err(error) => error_page(error),
     }
 }
 
-pub async fn sessions_api(State(state): State<HttpState>) -> Result<Json<Vec<SessionView>>, ApiError> {
+pub async fn sessions_api(State(state): State<Dashboard>) -> Result<Json<Vec<SessionView>>, ApiError> {
     Ok(Json(list(&state).await?))
 }
 
 pub async fn session_api(
-    State(state): State<HttpState>,
+    State(state): State<Dashboard>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionDetail>, ApiError> {
     Ok(Json(detail(&state, &id).await?))

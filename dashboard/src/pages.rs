@@ -9,7 +9,7 @@ use axum::response::{Html, IntoResponse, Response};
 use super::api::{self, ApiError, FlakyAndSlow, FleetView, ProjectQuery, RunsPage, RunsQuery};
 use super::svg::{TREND_HEIGHT, Timeline, Trend, WIDTH};
 use super::view::{CaseHistory, RunDetail};
-use crate::http::HttpState;
+use crate::Dashboard;
 
 #[derive(Template)]
 #[template(path = "runs.html")]
@@ -79,7 +79,7 @@ fn with_page(query: &RunsQuery, page: u32) -> String {
     serde_urlencoded::to_string(&query).unwrap_or_default()
 }
 
-pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>) -> Response {
+pub async fn runs(State(state): State<Dashboard>, Query(query): Query<RunsQuery>) -> Response {
     let projects = state.store.projects().await.unwrap_or_default();
     // A bad filter shows the form again with the message, not an error page.
     let (page, error) = match api::runs_page(&state, &query).await {
@@ -96,7 +96,7 @@ pub async fn runs(State(state): State<HttpState>, Query(query): Query<RunsQuery>
     response
 }
 
-pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Response {
+pub async fn run(State(state): State<Dashboard>, Path(id): Path<String>) -> Response {
     match api::run_detail(&state, &id).await {
         Ok(detail) => {
             let timeline = Timeline::new(&detail, argus_grid::time::now_ms());
@@ -107,7 +107,7 @@ pub async fn run(State(state): State<HttpState>, Path(id): Path<String>) -> Resp
 }
 
 pub async fn case(
-    State(state): State<HttpState>,
+    State(state): State<Dashboard>,
     Path(case_id): Path<String>,
     Query(query): Query<ProjectQuery>,
 ) -> Response {
@@ -120,7 +120,7 @@ pub async fn case(
     }
 }
 
-pub async fn flaky(State(state): State<HttpState>, Query(query): Query<ProjectQuery>) -> Response {
+pub async fn flaky(State(state): State<Dashboard>, Query(query): Query<ProjectQuery>) -> Response {
     let projects = state.store.projects().await.unwrap_or_default();
     match api::flaky_and_slow(&state, &query).await {
         Ok(report) => {
@@ -130,7 +130,7 @@ pub async fn flaky(State(state): State<HttpState>, Query(query): Query<ProjectQu
     }
 }
 
-pub async fn fleet(State(state): State<HttpState>) -> Response {
+pub async fn fleet(State(state): State<Dashboard>) -> Response {
     match api::fleet_view(&state).await {
         Ok(fleet) => render(FleetTemplate { fleet }),
         Err(error) => error_page(error),

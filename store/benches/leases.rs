@@ -4,7 +4,7 @@
 //! what the coordinator does (one transaction per dispatch and per burst of
 //! results). Every lease is committed before it would be sent, in both.
 //!
-//! `ARGUS_BENCH_POSTGRES_URL=postgres://… cargo bench -p argus-coordinator --bench leases`
+//! `ARGUS_BENCH_POSTGRES_URL=postgres://… cargo bench -p argus-store --bench leases`
 //! (falls back to `ARGUS_TEST_POSTGRES_URL`; `.ci/postgres.sh` starts one).
 
 use std::time::{Duration, Instant};
