@@ -167,31 +167,7 @@ impl grpc::runs_server::Runs for Services {
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
-        // Checked, estimated and written here, off the owner task: a suite
-        // of 10,000 cases does not hold up anyone else's leases.
-        // Parsing and expanding a large suite is CPU work of hundreds of
-        // milliseconds: on a blocking thread, not on one the owner task,
-        // the workers' links and the watches share.
-        let request = request.into_inner();
-        let suite = tokio::task::spawn_blocking(move || argus_grid::submit::check(request))
-            .await
-            .map_err(|e| Status::internal(format!("checking the suite stopped: {e}")))?
-            .map_err(Status::invalid_argument)?;
-        let selector = suite.selector.clone();
-        self.handle.admit(selector).await?;
-        let platform = suite.selector.platform.clone().unwrap_or_default();
-        let history = self.store.expected_ms_many(&suite.case_ids(), &platform, core::HISTORY_WINDOW).await?;
-        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-        let started_at = argus_grid::time::now_ms();
-        let (suite, run) = tokio::task::spawn_blocking(move || {
-            let run =
-                suite.plan(id, started_at, argus_grid::time::iso(started_at), &history, core::DEFAULT_EXPECTED_MS);
-            (suite, run)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("planning the run stopped: {e}")))?;
-        self.store.create_run(&run).await?;
-        let response = self.handle.submitted(suite, run, traceparent).await?;
+        let response = argus_grid::submit::submit(&self.handle, &self.store, request.into_inner(), traceparent).await?;
         Ok(Response::new(response))
     }
 

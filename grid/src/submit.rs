@@ -10,8 +10,11 @@ use argus_cases::{Case, CasesConfig, suite};
 use argus_proto::grpc;
 use argus_proto::run::RunManifest;
 
+use argus_store::{NewCase, NewRun, Store};
+
+use crate::core::{CoreError, DEFAULT_EXPECTED_MS, HISTORY_WINDOW, Handle};
 use crate::scheduler::{self, Selector};
-use argus_store::{NewCase, NewRun};
+use crate::time::{iso, now_ms};
 
 /// The most retries a run may ask for: each one can hold a device for a
 /// whole case again.
@@ -85,8 +88,37 @@ impl CheckedSuite {
     }
 }
 
+/// Takes a Submit: checked, estimated from history and written here, off
+/// the owner task, so that a suite of 10,000 cases does not hold up anyone
+/// else's leases; then handed to the owner task, which answers.
+pub async fn submit(
+    handle: &Handle,
+    store: &Store,
+    request: grpc::SubmitRequest,
+    traceparent: String,
+) -> Result<grpc::SubmitResponse, CoreError> {
+    // Parsing and expanding a large suite is CPU work of hundreds of
+    // milliseconds: on a blocking thread, not on one the owner task, the
+    // workers' links and the watches share.
+    let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
+    let suite = tokio::task::spawn_blocking(move || check(request)).await.map_err(stopped)??;
+    handle.admit(suite.selector.clone()).await?;
+    let platform = suite.selector.platform.clone().unwrap_or_default();
+    let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
+    let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    let started_at = now_ms();
+    let (suite, run) = tokio::task::spawn_blocking(move || {
+        let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
+        (suite, run)
+    })
+    .await
+    .map_err(stopped)?;
+    store.create_run(&run).await?;
+    handle.submitted(suite, run, traceparent).await
+}
+
 /// Checks a Submit; every problem, one a line, each naming where it is.
-pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, String> {
+pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, CoreError> {
     let mut problems = Vec::new();
     if request.cases.is_empty() {
         problems.push("a run needs at least one case file".to_owned());
@@ -137,7 +169,7 @@ pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, String> {
         }
     }
     if !problems.is_empty() {
-        return Err(problems.join("\n"));
+        return Err(CoreError::Invalid(problems.join("\n")));
     }
     let selector = request
         .selector
@@ -188,7 +220,7 @@ mod tests {
 
     #[test]
     fn what_the_local_check_refuses_the_coordinator_refuses() {
-        let unknown = check(request("---\nid: a\n---\nsteps:\n  - app.teleport: x\n")).unwrap_err();
+        let unknown = check(request("---\nid: a\n---\nsteps:\n  - app.teleport: x\n")).unwrap_err().to_string();
         assert_eq!(
             unknown,
             "cases/a.md:5: app.teleport is not a step: lynkeus has no command teleport, and the project declares no macro for it"
@@ -198,7 +230,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            check(climbing).unwrap_err(),
+            check(climbing).unwrap_err().to_string(),
             "../../../../etc/passwd.md: a case file's path may not climb out of the suite with `..`"
         );
     }
@@ -206,16 +238,16 @@ mod tests {
     #[test]
     fn bad_configuration_and_unbounded_asks_are_refused() {
         let bad_json = grpc::SubmitRequest { config_json: "{not json".into(), ..request(GOOD) };
-        let error = check(bad_json).unwrap_err();
+        let error = check(bad_json).unwrap_err().to_string();
         assert!(error.starts_with("config_json: not JSON: key must be a string"), "{error}");
         let not_object = grpc::SubmitRequest { config_json: "[1]".into(), ..request(GOOD) };
-        assert_eq!(check(not_object).unwrap_err(), "config_json: the case configuration is a JSON object, not [1]");
+        assert_eq!(check(not_object).unwrap_err().to_string(), "config_json: the case configuration is a JSON object, not [1]");
         let greedy = grpc::SubmitRequest { retries: u32::MAX, priority: 1000, ..request(GOOD) };
         assert_eq!(
-            check(greedy).unwrap_err(),
+            check(greedy).unwrap_err().to_string(),
             "retries 4294967295: a run may retry a case 10 times at most\npriority 1000: the highest is 100"
         );
         let empty = grpc::SubmitRequest { cases: vec![], ..request(GOOD) };
-        assert_eq!(check(empty).unwrap_err(), "a run needs at least one case file");
+        assert_eq!(check(empty).unwrap_err().to_string(), "a run needs at least one case file");
     }
 }

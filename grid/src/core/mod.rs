@@ -63,6 +63,9 @@ pub enum CoreError {
     Store(#[from] StoreError),
     #[error("the coordinator is shutting down")]
     Stopped,
+    /// Work handed to a blocking thread did not come back (it panicked).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<CoreError> for tonic::Status {
@@ -73,6 +76,7 @@ impl From<CoreError> for tonic::Status {
             CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
             CoreError::Store(store) => store.into(),
             CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
+            CoreError::Internal(m) => tonic::Status::internal(m),
         }
     }
 }
