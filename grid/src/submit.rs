@@ -241,7 +241,10 @@ mod tests {
         let error = check(bad_json).unwrap_err().to_string();
         assert!(error.starts_with("config_json: not JSON: key must be a string"), "{error}");
         let not_object = grpc::SubmitRequest { config_json: "[1]".into(), ..request(GOOD) };
-        assert_eq!(check(not_object).unwrap_err().to_string(), "config_json: the case configuration is a JSON object, not [1]");
+        assert_eq!(
+            check(not_object).unwrap_err().to_string(),
+            "config_json: the case configuration is a JSON object, not [1]"
+        );
         let greedy = grpc::SubmitRequest { retries: u32::MAX, priority: 1000, ..request(GOOD) };
         assert_eq!(
             check(greedy).unwrap_err().to_string(),
