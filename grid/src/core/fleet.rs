@@ -352,8 +352,11 @@ impl Core {
             // Its worker says so, though no lease of this coordinator is
             // on it (one taken back, whose attempt is still ending).
             Availability::Busy
-        } else {
+        } else if d.info.state == grpc::DeviceState::Idle as i32 {
             Availability::Idle
+        } else {
+            // A state this coordinator does not know: no app it can use.
+            Availability::NoApp
         }
     }
 

@@ -71,13 +71,7 @@ impl Core {
         let mut idle: Vec<String> = self
             .devices
             .values()
-            .filter(|d| {
-                d.lease.is_none()
-                    && d.session.is_none()
-                    && d.quarantine.is_none()
-                    && d.info.state == grpc::DeviceState::Idle as i32
-                    && self.workers.get(&d.worker).is_some_and(|w| !w.draining)
-            })
+            .filter(|d| matches!(self.availability(d), Availability::Idle))
             .map(|d| d.id.clone())
             .collect();
         idle.sort();
