@@ -12,6 +12,7 @@
 // Only variables are watched, never a path: a path that does not exist makes
 // cargo run the script (and rebuild the crate) on every build.
 
+#[allow(dead_code)]
 fn postgres_tests() {
     println!("cargo:rerun-if-env-changed=ARGUS_TEST_POSTGRES_URL");
     println!("cargo:rerun-if-env-changed=CI");

@@ -21,9 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 const DEVICES: usize = 8;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use argus_testkit::free_port;
 
 fn sim(port: u16, cancel: &CancellationToken) {
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");

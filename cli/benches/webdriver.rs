@@ -29,9 +29,7 @@ use tokio_util::sync::CancellationToken;
 const BATCH: usize = 10;
 const CALL: Duration = Duration::from_secs(5);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use argus_testkit::free_port;
 
 fn sim(port: u16, cancel: &CancellationToken) {
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");

@@ -1,7 +1,6 @@
 //! `argus cases run` end to end: the example suite against `argus sim`,
 //! through real processes and sockets, and the ways a run is refused.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
@@ -13,9 +12,7 @@ fn shop() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop")
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use argus_testkit::free_port;
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("argus-e2e-{name}-{}-{}", std::process::id(), free_port()));

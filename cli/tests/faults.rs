@@ -33,12 +33,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// A fresh database on the test Postgres server, or on `admin`.
 fn database(admin: Option<&str>) -> String {
-    let admin = admin.map(str::to_owned).unwrap_or_else(|| {
-        std::env::var("ARGUS_TEST_POSTGRES_URL")
-            .expect("ARGUS_TEST_POSTGRES_URL names the test Postgres server (.ci/run starts one)")
-    });
-    let name = format!("argus_faults_{}_{}", std::process::id(), free_port());
-    runtime().block_on(Store::create_database(&admin, &name)).unwrap()
+    runtime().block_on(argus_testkit::postgres_url(admin, "argus_faults"))
 }
 
 /// A coordinator, workers and their simulated apps, and a project with the

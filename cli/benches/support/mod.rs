@@ -18,17 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 pub const DEVICES_PER_WORKER: usize = 50;
 
-pub fn free_port() -> u16 {
-    free_ports(1)[0]
-}
-
-/// `n` distinct free ports: every listener is held until all are chosen,
-/// so that the system cannot hand out one port twice.
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
-}
+#[allow(unused_imports)] // Each benchmark takes what it needs.
+pub use argus_testkit::{free_port, free_ports};
 
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()

@@ -2,16 +2,13 @@
 //! projects, simulated apps and processes that are killed when dropped.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+pub use argus_testkit::free_port;
 
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("argus-cli-{name}-{}-{}", std::process::id(), free_port()));

@@ -2,8 +2,6 @@
 //! each side gets when one speaks TLS and the other does not.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,8 +9,8 @@ use argus_coordinator::{Options, TlsIdentity};
 use argus_proto::connect::connect;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
 use argus_store::Store;
+use argus_testkit::{Sim, capture_logs, free_port, logs};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use common::{Sim, capture_logs, free_port, logs};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 

@@ -3,94 +3,16 @@
 //! gRPC and watching it to the end.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use argus_store::Store;
+use argus_testkit::{Grid, Proxy, Sim, free_port, wait_for_devices};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use common::{Proxy, Sim, free_port};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-
-struct Grid {
-    url: String,
-    cancel: CancellationToken,
-    sims: Vec<Sim>,
-    workers: Vec<CancellationToken>,
-}
-
-impl Drop for Grid {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        for worker in &self.workers {
-            worker.cancel();
-        }
-    }
-}
-
-/// A fresh database: SQLite in a temp file, or on the test Postgres server
-/// (whose tests are `ignored` when built without one: see build.rs).
-async fn database(postgres: bool) -> String {
-    if !postgres {
-        let db = std::env::temp_dir().join(format!("argus-grid-{}-{}.db", std::process::id(), free_port()));
-        return format!("sqlite:{}", db.display());
-    }
-    let admin = std::env::var("ARGUS_TEST_POSTGRES_URL")
-        .expect("ARGUS_TEST_POSTGRES_URL names the test Postgres server (.ci/run starts one)");
-    Store::create_database(&admin, &format!("argus_grid_{}_{}", std::process::id(), free_port())).await.unwrap()
-}
-
-async fn coordinator() -> (String, CancellationToken) {
-    coordinator_on(&database(false).await).await
-}
-
-async fn coordinator_on(url: &str) -> (String, CancellationToken) {
-    let store = Store::open(url).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
-    (url, cancel)
-}
-
-/// A worker with `devices` slots, each with a simulated app dialing it.
-fn worker(grid: &mut Grid, name: &str, devices: usize) -> CancellationToken {
-    let ports: Vec<u16> = (0..devices).map(|_| free_port()).collect();
-    let cancel = worker_on(grid, name, &ports);
-    for port in ports {
-        grid.sims.push(Sim::start(port, None));
-    }
-    cancel
-}
-
-/// A worker with one iOS slot per port, and no apps: the test starts them.
-fn worker_on(grid: &mut Grid, name: &str, ports: &[u16]) -> CancellationToken {
-    let config = WorkerConfig {
-        coordinator: grid.url.clone(),
-        name: name.into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
-    };
-    let cancel = CancellationToken::new();
-    tokio::spawn(link::run(config, cancel.clone()));
-    grid.workers.push(cancel.clone());
-    cancel
-}
-
-async fn grid() -> Grid {
-    // What the grid logged is shown when a test fails (it is captured
-    // otherwise): a run that does not end says why.
-    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
-    let (url, cancel) = coordinator().await;
-    Grid { url, cancel, sims: Vec::new(), workers: Vec::new() }
-}
 
 /// `n` cases: a matrix over the shop's screens, a few seconds of work.
 fn suite(n: usize) -> Vec<grpc::CaseFile> {
@@ -100,23 +22,6 @@ fn suite(n: usize) -> Vec<grpc::CaseFile> {
         items.join(", ")
     );
     vec![grpc::CaseFile { path: "cases/browse.md".into(), source }]
-}
-
-async fn wait_for_devices(url: &str, count: usize) {
-    let mut fleet = grpc::fleet_client::FleetClient::connect(url.to_owned()).await.unwrap();
-    for _ in 0..200 {
-        let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
-        let idle = list
-            .devices
-            .iter()
-            .filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32))
-            .count();
-        if idle >= count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{count} devices did not come up");
 }
 
 /// Submits and watches to the end: every finished attempt, and the manifest.
@@ -171,11 +76,10 @@ async fn forty_cases_sharded_over_eight_devices_on_two_workers_on_postgres() {
 }
 
 async fn forty_cases_on(postgres: bool) {
-    let database_url = database(postgres).await;
-    let (url, cancel) = coordinator_on(&database_url).await;
-    let mut grid = Grid { url, cancel, sims: Vec::new(), workers: Vec::new() };
-    worker(&mut grid, "w1", 4);
-    worker(&mut grid, "w2", 4);
+    let database_url = argus_testkit::database_url(postgres, "argus_grid").await;
+    let mut grid = Grid::on(&database_url).await;
+    grid.worker("w1", 4);
+    grid.worker("w2", 4);
     wait_for_devices(&grid.url, 8).await;
     let (lines, infra, manifest) = run_to_end(&grid.url, request(suite(40))).await;
     assert!(infra.is_empty(), "{infra:?}");
@@ -211,8 +115,8 @@ async fn forty_cases_on(postgres: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_no_device_matches_is_refused_naming_the_fleet() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 1);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 1);
     wait_for_devices(&grid.url, 1).await;
     let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
     let mut request = request(suite(2));
@@ -225,8 +129,8 @@ async fn a_selector_no_device_matches_is_refused_naming_the_fleet() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coordinator_checks_what_it_is_sent_whoever_sends_it() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 1);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 1);
     wait_for_devices(&grid.url, 1).await;
     let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
     let mut refused = async |request: grpc::SubmitRequest| {
@@ -253,8 +157,8 @@ async fn the_coordinator_checks_what_it_is_sent_whoever_sends_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_case_is_retried_and_both_attempts_are_reported() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 2);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 2);
     wait_for_devices(&grid.url, 2).await;
     let red = grpc::CaseFile {
         path: "cases/red.md".into(),
@@ -290,7 +194,7 @@ fn check_one_final_result_each(lines: &[RunCase], cases: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_run_loses_nothing() {
-    let mut grid = grid().await;
+    let mut grid = Grid::start().await;
     // w1's link runs in a task the test can abort, as a kill would end it.
     let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
     let config = WorkerConfig {
@@ -306,7 +210,7 @@ async fn a_worker_killed_mid_run_loses_nothing() {
     for port in ports {
         grid.sims.push(Sim::start(port, None));
     }
-    worker(&mut grid, "w2", 2);
+    grid.worker("w2", 2);
     wait_for_devices(&grid.url, 4).await;
     let url = grid.url.clone();
     let run = tokio::spawn(async move { run_to_end(&url, request(slow_suite(12, 400))).await });
@@ -323,8 +227,8 @@ async fn a_worker_killed_mid_run_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_that_leaves_for_good_hands_its_attempt_to_another_device() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 2);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 2);
     wait_for_devices(&grid.url, 2).await;
     let url = grid.url.clone();
     let run = tokio::spawn(async move { run_to_end(&url, request(slow_suite(4, 1_500))).await });
@@ -342,8 +246,8 @@ async fn an_app_that_leaves_for_good_hands_its_attempt_to_another_device() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_app_relaunched_within_the_grace_is_the_infrastructure_not_a_failed_case() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 1);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 1);
     wait_for_devices(&grid.url, 1).await;
     let port = grid.sims[0].port();
     let source = "---\nid: feed\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.idle: { quiet: 1500, timeoutMs: 5000 }\n  - app.see: \"Bo's chair\"\n";
@@ -388,9 +292,9 @@ async fn a_blip_after_a_press_navigated_is_not_a_relaunch_even_unannounced() {
 /// presses into the feed: the attempt's infrastructure failures, once the
 /// case passed on its first attempt.
 async fn blip_mid_feed(app: impl FnOnce(u16) -> Sim) -> Vec<String> {
-    let mut grid = grid().await;
+    let mut grid = Grid::start().await;
     let port = free_port();
-    worker_on(&mut grid, "w1", &[port]);
+    grid.worker_on("w1", &[port]);
     let proxy = Proxy::start(format!("127.0.0.1:{port}").parse().unwrap()).await;
     grid.sims.push(app(proxy.addr.port()));
     wait_for_devices(&grid.url, 1).await;
@@ -407,8 +311,8 @@ async fn blip_mid_feed(app: impl FnOnce(u16) -> Sim) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_runs_share_one_fleet_and_both_finish() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 3);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 3);
     wait_for_devices(&grid.url, 3).await;
     let (a, b) = (grid.url.clone(), grid.url.clone());
     let first = tokio::spawn(async move { run_to_end(&a, request(suite(10))).await });
@@ -420,7 +324,7 @@ async fn two_runs_share_one_fleet_and_both_finish() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_keep_out_workers_and_clients_without_them() {
-    let store = Store::open(&database(false).await).await.unwrap();
+    let store = Store::open(&argus_testkit::sqlite_url("argus-grid")).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let cancel = CancellationToken::new();
@@ -493,7 +397,7 @@ async fn drivers_beyond_loopback_need_an_app_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_device() {
-    let mut grid = grid().await;
+    let mut grid = Grid::start().await;
     let port = free_port();
     let mut broken = SlotConfig::for_port(port, "ios");
     broken.hooks.before = Some("echo 'simulator {udid} on {port} will not boot' >&2; exit 3".into());
@@ -510,7 +414,7 @@ async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_devi
     tokio::spawn(link::run(config, cancel.clone()));
     grid.workers.push(cancel);
     grid.sims.push(Sim::start(port, None));
-    worker(&mut grid, "good", 1);
+    grid.worker("good", 1);
     wait_for_devices(&grid.url, 2).await;
     let (lines, infra, _) = run_to_end(&grid.url, request(suite(6))).await;
     check_one_final_result_each(&lines, 6);
@@ -529,8 +433,8 @@ async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_devi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_is_cut_short_and_frees_the_fleet() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 2);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 2);
     wait_for_devices(&grid.url, 2).await;
     let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
     let submitted = runs.submit(request(slow_suite(8, 1_000))).await.unwrap().into_inner();
@@ -604,7 +508,7 @@ async fn next_message(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_result_from_a_revoked_lease_is_refused() {
     use argus_proto::grpc::{coordinator_message, worker_message};
-    let mut grid = grid().await;
+    let mut grid = Grid::start().await;
     let (tx, mut inbound) = fake_worker(&grid.url, grpc::DeviceState::Idle).await;
     let Some(coordinator_message::Kind::Registered(_)) = next_message(&mut inbound).await else {
         panic!("registered first")
@@ -628,7 +532,7 @@ async fn a_late_result_from_a_revoked_lease_is_refused() {
     let result = grpc::AttemptResult { lease_id: lease.lease_id.clone(), run_case_json: late, ..Default::default() };
     tx.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await.unwrap();
     // A real device runs the attempt.
-    worker(&mut grid, "real", 1);
+    grid.worker("real", 1);
     let (lines, infra, manifest) = run.await.unwrap();
     assert_eq!(infra.len(), 1, "the lost lease: {infra:?}");
     assert_eq!(lines.len(), 1, "the late result was refused: {lines:?}");
@@ -638,8 +542,8 @@ async fn a_late_result_from_a_revoked_lease_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_stream_to_the_client_as_they_finish() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 1);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 1);
     wait_for_devices(&grid.url, 1).await;
     let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
     let submitted = runs.submit(request(slow_suite(1, 300))).await.unwrap().into_inner();
@@ -661,12 +565,12 @@ async fn steps_stream_to_the_client_as_they_finish() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_whose_failures_pass_elsewhere_is_quarantined() {
-    let mut grid = grid().await;
+    let mut grid = Grid::start().await;
     let port = free_port();
-    worker_on(&mut grid, "sick", &[port]);
+    grid.worker_on("sick", &[port]);
     // The app on this device renders its title wrong; every case looks for it.
     grid.sims.push(Sim::start_altered(port, "Welcome to Shop", "Welcome to Sh0p"));
-    worker(&mut grid, "good", 2);
+    grid.worker("good", 2);
     wait_for_devices(&grid.url, 3).await;
     let items: Vec<String> = (0..16).map(|i| i.to_string()).collect();
     let source = format!(
@@ -696,8 +600,8 @@ async fn a_device_whose_failures_pass_elsewhere_is_quarantined() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_priority_three_run_gets_three_devices_for_each_of_a_priority_one_run() {
-    let mut grid = grid().await;
-    worker(&mut grid, "w1", 4);
+    let mut grid = Grid::start().await;
+    grid.worker("w1", 4);
     wait_for_devices(&grid.url, 4).await;
     // Every attempt that starts, in the order the coordinator started them.
     let (tx, mut starts) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
@@ -755,7 +659,7 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_metrics_scrape_shows_the_run_its_queue_and_the_fleet() {
-    let store = Store::open(&database(false).await).await.unwrap();
+    let store = Store::open(&argus_testkit::sqlite_url("argus-grid")).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http_addr = http.local_addr().unwrap();
@@ -763,8 +667,8 @@ async fn a_metrics_scrape_shows_the_run_its_queue_and_the_fleet() {
     let cancel = CancellationToken::new();
     let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
     tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
-    let mut grid = Grid { url, cancel, sims: Vec::new(), workers: Vec::new() };
-    worker(&mut grid, "w1", 2);
+    let mut grid = Grid::around(url, cancel);
+    grid.worker("w1", 2);
     wait_for_devices(&grid.url, 2).await;
     assert_eq!(http_get(http_addr, "/healthz").await, (200, "ok\n".to_owned()));
 

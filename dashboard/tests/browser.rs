@@ -7,16 +7,14 @@
 //! build.rs), and under `CI=true` the build says what is missing.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
-mod common;
-
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_store::Store;
+use argus_testkit::{Sim, free_port};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use common::{Sim, free_port};
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -168,8 +166,8 @@ async fn submit_and_wait(url: &str, branch: &str, source: &str) -> String {
 )]
 async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the_fleet_live() {
     let (_driver, client) = browser().await;
-    let db = std::env::temp_dir().join(format!("argus-dashboard-{}-{}.db", std::process::id(), free_port()));
-    let store = Store::open(&format!("sqlite:{}", db.display())).await.unwrap();
+    let db = argus_testkit::sqlite_url("argus-dashboard");
+    let store = Store::open(&db).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let web = format!("http://{}", http.local_addr().unwrap());

@@ -1,0 +1,272 @@
+//! What Argus' tests and benchmarks share, written once: a free port, a
+//! fresh database on either store, simulated apps, a proxy whose links can
+//! be cut, captured logs, and an in-process grid (a coordinator over real
+//! gRPC, and workers of simulated devices).
+#![allow(clippy::disallowed_methods)] // Test helpers start their tasks with tokio::spawn.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use argus_proto::grpc;
+use argus_sim::{Agent, AgentConfig, App, Model};
+use argus_store::Store;
+use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+pub use argus_store::testkit::{database_url, fresh, postgres_url, sqlite_url, unique};
+
+/// A port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `n` distinct ports nothing listens on now.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<_> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+/// The example shop's model, as the simulated app runs it.
+pub fn shop_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml")
+}
+
+/// A simulated app running the example shop model, in this process.
+pub struct Sim {
+    pub app: Arc<App>,
+    port: u16,
+    cancel: CancellationToken,
+}
+
+impl Sim {
+    pub fn start(port: u16, token: Option<&str>) -> Self {
+        Self::start_with(port, token, Model::load(&shop_model()).unwrap())
+    }
+
+    /// The shop with one text changed: a device whose app is subtly wrong.
+    pub fn start_altered(port: u16, from: &str, to: &str) -> Self {
+        let altered = std::env::temp_dir().join(format!("{}.yaml", unique("argus-altered")));
+        std::fs::write(&altered, std::fs::read_to_string(shop_model()).unwrap().replace(from, to)).unwrap();
+        Self::start_with(port, None, Model::load(&altered).unwrap())
+    }
+
+    pub fn start_with(port: u16, token: Option<&str>, model: Model) -> Self {
+        let app = App::new(model);
+        let config = AgentConfig { port, token: token.map(str::to_owned), ..AgentConfig::default() };
+        let cancel = CancellationToken::new();
+        tokio::spawn(Agent::new(app.clone(), config).run(cancel.clone()));
+        Self { app, port, cancel }
+    }
+
+    /// The port it dials.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn stop(&self) {
+        self.cancel.cancel();
+    }
+
+    /// How many times the app was called `method`.
+    pub async fn traced(&self, method: &str) -> usize {
+        let trace = self.app.handle("trace", None).await.unwrap();
+        trace["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "command" && e["method"] == method).count()
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// A TCP proxy in front of a driver; `cut()` drops every connection through
+/// it, as a flaky link or a relaunched app would.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    links: Arc<Mutex<Vec<CancellationToken>>>,
+    cancel: CancellationToken,
+}
+
+impl Proxy {
+    pub async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let links: Arc<Mutex<Vec<CancellationToken>>> = Arc::default();
+        let cancel = CancellationToken::new();
+        let (registry, stop) = (links.clone(), cancel.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut inbound, _) = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                let link = CancellationToken::new();
+                registry.lock().unwrap().push(link.clone());
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(target).await else { return };
+                    tokio::select! {
+                        _ = link.cancelled() => {}
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    }
+                });
+            }
+        });
+        Self { addr, links, cancel }
+    }
+
+    pub fn cut(&self) {
+        for link in self.links.lock().unwrap().drain(..) {
+            link.cancel();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.cut();
+    }
+}
+
+/// Log lines written while the guard lives, on this thread (the tests'
+/// runtime is single-threaded, so every task's lines land here).
+pub fn capture_logs() -> (tracing::subscriber::DefaultGuard, Arc<Mutex<Vec<u8>>>) {
+    let buffer: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || LogWriter(writer.clone()))
+        .finish();
+    (tracing::subscriber::set_default(subscriber), buffer)
+}
+
+pub fn logs(buffer: &Arc<Mutex<Vec<u8>>>) -> String {
+    String::from_utf8_lossy(&buffer.lock().unwrap()).into_owned()
+}
+
+pub struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A coordinator on a fresh database over real gRPC, and the workers and
+/// simulated apps the test adds; all stop when it is dropped.
+pub struct Grid {
+    /// The coordinator's gRPC address (`http://…`).
+    pub url: String,
+    pub cancel: CancellationToken,
+    pub sims: Vec<Sim>,
+    pub workers: Vec<CancellationToken>,
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        for worker in &self.workers {
+            worker.cancel();
+        }
+    }
+}
+
+impl Grid {
+    /// A grid on a fresh SQLite database.
+    pub async fn start() -> Self {
+        Self::on(&sqlite_url("argus-grid")).await
+    }
+
+    /// A grid on the database at `url`.
+    pub async fn on(url: &str) -> Self {
+        // What the grid logged is shown when a test fails (it is captured
+        // otherwise): a run that does not end says why.
+        let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+        let (url, cancel) = coordinator_on(url).await;
+        Self { url, cancel, sims: Vec::new(), workers: Vec::new() }
+    }
+
+    /// A grid around a coordinator the test started itself.
+    pub fn around(url: String, cancel: CancellationToken) -> Self {
+        Self { url, cancel, sims: Vec::new(), workers: Vec::new() }
+    }
+
+    /// A grid of `workers` workers of `devices` simulated iOS devices each.
+    pub async fn with(workers: usize, devices: usize) -> Self {
+        let mut grid = Self::start().await;
+        for n in 0..workers {
+            grid.worker(&format!("w{}", n + 1), devices);
+        }
+        grid.wait_for_devices(workers * devices).await;
+        grid
+    }
+
+    /// A worker with `devices` slots, each with a simulated app dialing it.
+    pub fn worker(&mut self, name: &str, devices: usize) -> CancellationToken {
+        let ports = free_ports(devices);
+        let cancel = self.worker_on(name, &ports);
+        for port in ports {
+            self.sims.push(Sim::start(port, None));
+        }
+        cancel
+    }
+
+    /// A worker with one iOS slot per port, and no apps: the test starts them.
+    pub fn worker_on(&mut self, name: &str, ports: &[u16]) -> CancellationToken {
+        let config = WorkerConfig {
+            coordinator: self.url.clone(),
+            name: name.into(),
+            host: "127.0.0.1".into(),
+            app_token: None,
+            token: None,
+            tls_ca: None,
+            slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+        };
+        let cancel = CancellationToken::new();
+        tokio::spawn(link::run(config, cancel.clone()));
+        self.workers.push(cancel.clone());
+        cancel
+    }
+
+    /// Waits until `count` devices are idle.
+    pub async fn wait_for_devices(&self, count: usize) {
+        wait_for_devices(&self.url, count).await;
+    }
+}
+
+/// A coordinator on the database at `url`: its gRPC address and what stops it.
+pub async fn coordinator_on(url: &str) -> (String, CancellationToken) {
+    let store = Store::open(url).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    (url, cancel)
+}
+
+/// Waits until the coordinator at `url` has `count` idle devices.
+pub async fn wait_for_devices(url: &str, count: usize) {
+    let mut fleet = grpc::fleet_client::FleetClient::connect(url.to_owned()).await.unwrap();
+    for _ in 0..200 {
+        let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
+        let idle = list
+            .devices
+            .iter()
+            .filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32))
+            .count();
+        if idle >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{count} devices did not come up");
+}
