@@ -940,8 +940,7 @@ pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode 
         let info = device.device.clone().unwrap_or_default();
         // The coordinator's one state of the device, as the fleet page says it.
         let state = &device.state;
-        let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
-        let app = hello["app"]["name"].as_str().unwrap_or("-");
+        let app = if device.app_name.is_empty() { "-" } else { &device.app_name };
         let note = if !device.state_reason.is_empty() {
             device.state_reason.clone()
         } else if !info.app_problem.is_empty() {

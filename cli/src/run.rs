@@ -487,15 +487,10 @@ pub async fn execute(
                 }
                 Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
                     let device = finished.device.map(|d| d.id).unwrap_or_default();
-                    let note: serde_json::Value = serde_json::from_str(&finished.run_case_json).unwrap_or_default();
-                    let case = note["id"].as_str().unwrap_or("?").to_owned();
+                    let case = finished.case_id;
                     progress.ended(&device, &case, None);
-                    progress.say(|| {
-                        println!(
-                            "↻ {case} on {device}: {} (it runs again)",
-                            note["infrastructure"].as_str().unwrap_or("")
-                        )
-                    });
+                    let reason = &finished.infrastructure_reason;
+                    progress.say(|| println!("↻ {case} on {device}: {reason} (it runs again)"));
                     retaken.attempts.push((case, device));
                 }
                 Some(run_update::Kind::Finished(finished)) => {

@@ -399,8 +399,7 @@ pub async fn fleet_view(state: &Dashboard) -> Result<FleetView, ApiError> {
         .into_iter()
         .map(|d| {
             let info = d.device.unwrap_or_default();
-            let hello: serde_json::Value = serde_json::from_str(&info.hello_json).unwrap_or_default();
-            let text = |value: &serde_json::Value| value.as_str().map(str::to_owned);
+            let text = |value: String| (!value.is_empty()).then_some(value);
             // The coordinator's one state of a device, as `argus devices`
             // and the metrics show it.
             let state = d.state.clone();
@@ -415,9 +414,9 @@ pub async fn fleet_view(state: &Dashboard) -> Result<FleetView, ApiError> {
                 platform: info.platform,
                 state,
                 since: iso(d.state_since_unix_ms),
-                app: text(&hello["app"]["name"]),
-                app_version: text(&hello["app"]["version"]),
-                agent_version: text(&hello["agentVersion"]),
+                app: text(d.app_name),
+                app_version: text(d.app_version),
+                agent_version: text(d.agent_version),
                 running_case: (!d.running_case.is_empty()).then_some(d.running_case),
                 session: (!d.session.is_empty()).then_some(d.session),
                 quarantine_reason: d.quarantined.then_some(d.quarantine_reason),

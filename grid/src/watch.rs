@@ -6,7 +6,6 @@
 use std::pin::Pin;
 
 use argus_proto::grpc::{self, run_update};
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::{Stream, StreamExt, wrappers::ReceiverStream};
 use tonic::Status;
@@ -68,16 +67,19 @@ impl Watcher {
 /// An attempt's result as a run update.
 pub fn finished(
     seq: u64,
+    (case_id, attempt): (&str, u32),
     run_case_json: String,
     device: grpc::DeviceRef,
     lease_to_first_call_us: i64,
 ) -> grpc::RunUpdate {
     grpc::RunUpdate {
         kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
+            case_id: case_id.to_owned(),
+            attempt,
             run_case_json,
             device: Some(device),
-            infrastructure_failure: false,
             lease_to_first_call_us,
+            ..Default::default()
         })),
         seq,
     }
@@ -85,13 +87,14 @@ pub fn finished(
 
 /// An attempt the infrastructure cut short, which runs again.
 pub fn taken_back(seq: u64, case_id: &str, attempt: u32, reason: &str, device: grpc::DeviceRef) -> grpc::RunUpdate {
-    let line = json!({"id": case_id, "attempt": attempt, "infrastructure": reason});
     grpc::RunUpdate {
         kind: Some(run_update::Kind::Finished(grpc::AttemptFinished {
-            run_case_json: line.to_string(),
-            device: Some(device),
+            case_id: case_id.to_owned(),
+            attempt,
             infrastructure_failure: true,
-            lease_to_first_call_us: 0,
+            infrastructure_reason: reason.to_owned(),
+            device: Some(device),
+            ..Default::default()
         })),
         seq,
     }
@@ -119,7 +122,7 @@ pub fn from_log(rows: &[LogRow]) -> Vec<grpc::RunUpdate> {
                 worker: row.worker_id.clone().unwrap_or_default(),
             };
             match (&row.run_case_json, row.infrastructure != 0) {
-                (Some(line), false) => finished(seq, line.clone(), device, 0),
+                (Some(line), false) => finished(seq, (&row.case_id, row.attempt as u32), line.clone(), device, 0),
                 _ => {
                     let reason = row.error.as_deref().unwrap_or("the attempt could not run");
                     taken_back(seq, &row.case_id, row.attempt as u32, reason, device)
@@ -187,6 +190,8 @@ mod tests {
         assert_eq!(seqs, [1, 2, 3]);
         let Some(run_update::Kind::Finished(infra)) = &updates[0].kind else { panic!() };
         assert!(infra.infrastructure_failure);
-        assert!(infra.run_case_json.contains("the worker went away"));
+        assert_eq!((infra.case_id.as_str(), infra.attempt), ("a", 1));
+        assert_eq!(infra.infrastructure_reason, "the worker went away");
+        assert!(infra.run_case_json.is_empty(), "an attempt cut short has no lynkeus record");
     }
 }

@@ -84,6 +84,11 @@ impl Hello {
     pub fn app_name(&self) -> Option<&str> {
         self.app.as_ref()?.get("name")?.as_str()
     }
+
+    /// `app.version`, when the app passed one.
+    pub fn app_version(&self) -> Option<&str> {
+        self.app.as_ref()?.get("version")?.as_str()
+    }
 }
 
 /// App → driver, whenever the focused route may have changed.

@@ -99,7 +99,9 @@ impl Core {
             last_seen: now,
         };
         self.store.upsert_worker(&record).await?;
-        let devices: Vec<DeviceRecord> = register.devices.iter().map(|d| device_record(&id, d, now)).collect();
+        // Without their hellos, which are read once below: the devices are
+        // written again with them at the next flush.
+        let devices: Vec<DeviceRecord> = register.devices.iter().map(|d| device_record(&id, d, None, now)).collect();
         self.store.upsert_devices(&devices).await?;
         self.next_worker += 1;
         let conn = self.next_worker;
@@ -109,6 +111,7 @@ impl Core {
             Worker { id: id.clone(), conn, hostname: register.hostname, tx, draining: memory.draining, last_seen: now },
         );
         for device in register.devices {
+            self.dirty_devices.insert(format!("{id}/{}", device.slot));
             self.update_device(&id, device);
         }
         for (device, reason) in memory.quarantined {
@@ -410,6 +413,9 @@ impl Core {
                 session: d.session.clone().unwrap_or_default(),
                 state_since_unix_ms: d.state_since,
                 problem: d.mismatch.clone().unwrap_or_default(),
+                app_name: d.hello.as_ref().and_then(|h| h.app_name()).unwrap_or_default().to_owned(),
+                app_version: d.hello.as_ref().and_then(|h| h.app_version()).unwrap_or_default().to_owned(),
+                agent_version: d.hello.as_ref().and_then(|h| h.agent_version.clone()).unwrap_or_default(),
             })
             .collect();
         devices.sort_by(|a, b| a.id.cmp(&b.id));
@@ -432,8 +438,7 @@ pub(super) fn name_problem(name: &str) -> Option<&'static str> {
 }
 
 /// A device as the store keeps it.
-pub(super) fn device_record(worker: &str, info: &grpc::Device, now: i64) -> DeviceRecord {
-    let hello: Value = serde_json::from_str(&info.hello_json).unwrap_or(Value::Null);
+pub(super) fn device_record(worker: &str, info: &grpc::Device, hello: Option<&Hello>, now: i64) -> DeviceRecord {
     let device = json!({
         "slot": info.slot,
         "port": info.port,

@@ -378,7 +378,13 @@ impl Core {
         }
         let native = self.devices.get(&device_id).and_then(|d| d.hello.as_ref()).map(|hello| hello.native);
         if let Some(run) = self.runs.get_mut(&run_id) {
-            run.publish(watch::finished(seq, line.to_line(), device.clone(), result.lease_to_first_call_us));
+            run.publish(watch::finished(
+                seq,
+                (&line.id, line.attempt),
+                line.to_line(),
+                device.clone(),
+                result.lease_to_first_call_us,
+            ));
             if run.platform.is_none() {
                 run.platform = Some(device.platform.clone());
                 run.native = native;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use argus_proto::grpc::{self, coordinator_message, run_update};
 use argus_proto::run::{CaseResult, RunCase, RunManifest, totals};
 use argus_proto::wire::Hello;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -719,7 +719,7 @@ impl Core {
                 .dirty_devices
                 .iter()
                 .filter_map(|id| self.devices.get(id))
-                .map(|d| device_record(&d.worker, &d.info, now))
+                .map(|d| device_record(&d.worker, &d.info, d.hello.as_deref(), now))
                 .collect();
             match self.store.upsert_devices(&records).await {
                 Ok(()) => self.dirty_devices.clear(),
