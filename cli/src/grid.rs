@@ -975,7 +975,13 @@ pub async fn runs(args: RunsArgs, matches: &clap::ArgMatches) -> ExitCode {
     }
     println!("{:<14} {:<26} {:<10} {:<12} {:<10} TOTALS", "RUN", "STARTED", "PROJECT", "BRANCH", "STATE");
     for run in list.runs {
-        let manifest: Option<RunManifest> = serde_json::from_str(&run.manifest_json).ok();
+        let manifest: Option<RunManifest> = match serde_json::from_str(&run.manifest_json) {
+            Ok(manifest) => Some(manifest),
+            Err(error) => {
+                eprintln!("argus runs: run {}'s manifest does not parse: {error}", run.run_id);
+                None
+            }
+        };
         let started = manifest.as_ref().map(|m| m.started_at.clone()).unwrap_or_default();
         let totals = manifest
             .and_then(|m| m.totals)

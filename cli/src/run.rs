@@ -524,9 +524,10 @@ pub async fn execute(
                 },
                 Some(run_update::Kind::Step(step)) => {
                     let device = step.device.map(|d| d.id).unwrap_or_default();
-                    let label = serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json)
-                        .map(|s| s.step)
-                        .unwrap_or_default();
+                    let label = match serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json) {
+                        Ok(step) => step.step,
+                        Err(error) => return usage(format!("the coordinator sent a step that does not parse: {error}")),
+                    };
                     progress.started(&device, &format!("{} › {label}", step.case_id));
                 }
                 Some(run_update::Kind::NoDevice(no)) if no.waiting => {

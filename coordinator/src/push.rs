@@ -46,6 +46,8 @@ struct Push {
     project: String,
     manifest: RunManifest,
     manifest_json: String,
+    /// `manifest.started_at`, read when the push began.
+    started_ms: i64,
     lines: Vec<(RunCase, String)>,
     begun: Instant,
 }
@@ -137,17 +139,17 @@ async fn create(State(state): State<PushState>, headers: HeaderMap, body: Bytes)
         Ok(manifest) => manifest,
         Err(e) => return error(StatusCode::UNPROCESSABLE_ENTITY, format!("run is not a RunManifest: {e}")),
     };
-    if parse_ms(&manifest.started_at).is_none() {
+    let Some(started_ms) = parse_ms(&manifest.started_at) else {
         return error(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("run.startedAt {:?} is not an ISO 8601 time", manifest.started_at),
         );
-    }
+    };
     let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
     {
         let mut pushes = state.pushes.lock();
         pushes.retain(|_, p| p.begun.elapsed() < PUSH_TTL);
-        pushes.insert(id.clone(), Push { project, manifest, manifest_json, lines: Vec::new(), begun: Instant::now() });
+        pushes.insert(id.clone(), Push { project, manifest, manifest_json, started_ms, lines: Vec::new(), begun: Instant::now() });
     }
     let url = url_of(&headers, &id);
     (StatusCode::CREATED, Json(json!({ "id": id, "url": url }))).into_response()
@@ -227,7 +229,7 @@ async fn finish(State(state): State<PushState>, Path(id): Path<String>, headers:
         return refusal;
     }
     let Some(push) = state.pushes.lock().remove(&id) else { return unknown(&id) };
-    let started_at = parse_ms(&push.manifest.started_at).unwrap_or_default();
+    let started_at = push.started_ms;
     let started: Vec<i64> = push.lines.iter().map(|(c, _)| parse_ms(&c.started_at).unwrap_or(started_at)).collect();
     let last_end = push.lines.iter().zip(&started).map(|((c, _), s)| s + c.ms as i64).max().unwrap_or(started_at);
     let finished_at = push.manifest.finished_at.as_deref().and_then(parse_ms).unwrap_or(last_end);

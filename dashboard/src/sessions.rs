@@ -34,7 +34,10 @@ pub struct SessionView {
 impl SessionView {
     fn of(row: SessionRow) -> Self {
         Self {
-            capabilities: serde_json::from_str(&row.capabilities_json).unwrap_or_default(),
+            // Recorded by this coordinator from what it answered; shown as
+            // text should it not read back.
+            capabilities: serde_json::from_str(&row.capabilities_json)
+                .unwrap_or_else(|_| serde_json::Value::String(row.capabilities_json.clone())),
             started: iso(row.created_at),
             ended: row.ended_at.map(iso),
             end_reason: row.end_reason,

@@ -131,7 +131,13 @@ impl Store {
                 query = query.bind(id);
             }
             for (id, json) in query.fetch_all(&self.pool).await? {
-                let device: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+                let device: serde_json::Value = match serde_json::from_str(&json) {
+                    Ok(device) => device,
+                    Err(error) => {
+                        tracing::warn!(device = %id, %error, "a device's stored record does not parse; shown without its model");
+                        continue;
+                    }
+                };
                 if let Some(model) = device["labels"]["model"].as_str().filter(|m| !m.is_empty()) {
                     models.insert(id, model.to_owned());
                 }
