@@ -498,8 +498,8 @@ impl Target {
 
 /// A connection to the coordinator and the token every request carries.
 pub async fn channel(target: &Target) -> Result<(tonic::transport::Channel, Bearer), String> {
-    let bearer = Bearer::new(target.token.as_deref())?;
-    let channel = argus_proto::connect::connect(&target.url, target.ca.as_deref()).await?;
+    let bearer = Bearer::new(target.token.as_deref()).map_err(|e| e.to_string())?;
+    let channel = argus_proto::connect::connect(&target.url, target.ca.as_deref()).await.map_err(|e| e.to_string())?;
     Ok((channel, bearer))
 }
 
@@ -572,7 +572,7 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
     let tls = match (&settings.tls_cert, &settings.tls_key) {
         (Some(cert), Some(key)) => match argus_coordinator::TlsIdentity::load(cert, key) {
             Ok(identity) => Some(identity),
-            Err(error) => return failed("coordinator", error),
+            Err(error) => return failed("coordinator", error.to_string()),
         },
         (None, None) => None,
         _ => return failed("coordinator", "tls_cert and tls_key go together: give both, or neither"),

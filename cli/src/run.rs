@@ -591,7 +591,7 @@ where
 {
     for path in argus_proto::artifacts::files_of(line) {
         let fetched = async {
-            let file = argus_proto::artifacts::join(root, &path)?;
+            let file = argus_proto::artifacts::join(root, &path).map_err(|bad| bad.to_string())?;
             let request = grpc::ArtifactRequest { run_id: run_id.to_owned(), path: path.clone() };
             let mut pieces = client.artifact(request).await.map_err(|s| s.message().to_owned())?.into_inner();
             let mut bytes = Vec::new();

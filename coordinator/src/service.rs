@@ -334,12 +334,21 @@ pub struct TlsIdentity {
 
 impl TlsIdentity {
     /// Reads both files, naming the one that cannot be read.
-    pub fn load(cert: &std::path::Path, key: &std::path::Path) -> Result<Self, String> {
-        let read = |path: &std::path::Path, what: &str| {
-            std::fs::read(path).map_err(|e| format!("cannot read the TLS {what} {}: {e}", path.display()))
+    pub fn load(cert: &std::path::Path, key: &std::path::Path) -> Result<Self, TlsFileError> {
+        let read = |path: &std::path::Path, what: &'static str| {
+            std::fs::read(path).map_err(|error| TlsFileError { what, path: path.to_owned(), error })
         };
         Ok(Self { cert_pem: read(cert, "certificate")?, key_pem: read(key, "key")? })
     }
+}
+
+/// A TLS certificate or key that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the TLS {what} {}: {error}", path.display())]
+pub struct TlsFileError {
+    pub what: &'static str,
+    pub path: std::path::PathBuf,
+    pub error: std::io::Error,
 }
 
 /// Serves the coordinator on `listener` until `shutdown`, open to all.

@@ -86,7 +86,7 @@ async fn refused(url: &str, ca: Option<&Path>, expected: &str) {
         .await
         .expect("the refusal comes quickly")
         .expect_err("the connection is refused");
-    assert!(error.contains(expected), "{error}");
+    assert!(error.to_string().contains(expected), "{error}");
 }
 
 #[tokio::test]

@@ -86,26 +86,39 @@ pub fn forget(attempt: &mut crate::run::RunCase, path: &str) {
 /// Checks a path a sender named, relative to a run directory: not empty,
 /// not absolute, no `.` or `..`, no empty or control-character segment, at
 /// most 1,024 bytes. The error says what is wrong with it.
-pub fn check_relative(path: &str) -> Result<(), String> {
+pub fn check_relative(path: &str) -> Result<(), BadPath> {
     if path.is_empty() {
-        return Err("an empty file path".into());
+        return Err(BadPath::Empty);
     }
     if path.len() > 1024 {
-        return Err(format!("the file path is {} bytes long; at most 1024", path.len()));
+        return Err(BadPath::TooLong(path.len()));
     }
     if path.starts_with('/') || path.contains('\\') {
-        return Err(format!("{path:?} is not a relative path with / between its parts"));
+        return Err(BadPath::NotRelative(path.to_owned()));
     }
     for part in path.split('/') {
         if part.is_empty() || part == "." || part == ".." || part.chars().any(char::is_control) {
-            return Err(format!("{path:?} has a part that is empty, . or .., or holds a control character"));
+            return Err(BadPath::BadPart(path.to_owned()));
         }
     }
     Ok(())
 }
 
+/// What is wrong with a file path a sender named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPath {
+    #[error("an empty file path")]
+    Empty,
+    #[error("the file path is {0} bytes long; at most 1024")]
+    TooLong(usize),
+    #[error("{0:?} is not a relative path with / between its parts")]
+    NotRelative(String),
+    #[error("{0:?} has a part that is empty, . or .., or holds a control character")]
+    BadPart(String),
+}
+
 /// `root` joined with a checked relative `path`.
-pub fn join(root: &Path, path: &str) -> Result<PathBuf, String> {
+pub fn join(root: &Path, path: &str) -> Result<PathBuf, BadPath> {
     check_relative(path)?;
     Ok(root.join(path))
 }

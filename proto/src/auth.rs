@@ -12,16 +12,18 @@ pub struct Bearer(Option<MetadataValue<Ascii>>);
 
 impl Bearer {
     /// Refuses a token that cannot travel in a header.
-    pub fn new(token: Option<&str>) -> Result<Self, String> {
+    pub fn new(token: Option<&str>) -> Result<Self, UnsendableToken> {
         match token.filter(|t| !t.is_empty()) {
             None => Ok(Self(None)),
-            Some(token) => format!("Bearer {token}")
-                .parse()
-                .map(|value| Self(Some(value)))
-                .map_err(|_| "the token has characters a gRPC header cannot carry".to_owned()),
+            Some(token) => format!("Bearer {token}").parse().map(|value| Self(Some(value))).map_err(|_| UnsendableToken),
         }
     }
 }
+
+/// A token that cannot travel in a gRPC header (it is never shown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the token has characters a gRPC header cannot carry")]
+pub struct UnsendableToken;
 
 impl Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {

@@ -18,7 +18,7 @@ pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A channel to the active coordinator of `urls`: one URL, or several
 /// separated by commas (an active coordinator and its standbys), tried in
 /// order; a standby answers its health check NOT_SERVING and is passed by.
-pub async fn connect(urls: &str, ca: Option<&Path>) -> Result<Channel, String> {
+pub async fn connect(urls: &str, ca: Option<&Path>) -> Result<Channel, ConnectError> {
     let list: Vec<&str> = urls.split(',').map(str::trim).filter(|u| !u.is_empty()).collect();
     if list.len() <= 1 {
         return connect_one(urls.trim(), ca).await;
@@ -27,20 +27,38 @@ pub async fn connect(urls: &str, ca: Option<&Path>) -> Result<Channel, String> {
     for url in &list {
         match connect_one(url, ca).await {
             Ok(channel) => return Ok(channel),
-            Err(error) => why.push(error),
+            Err(error) => why.push(error.to_string()),
         }
     }
-    Err(format!("none of the coordinators {} is serving: {}", list.join(", "), why.join("; ")))
+    Err(ConnectError::NoneServing { urls: list.join(", "), why: why.join("; ") })
 }
 
-async fn connect_one(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
+/// Why no channel to a coordinator could be made; each says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// What was given cannot be dialled: no scheme, not a URL, a CA that
+    /// cannot be read or without TLS.
+    #[error("{0}")]
+    Setup(String),
+    /// Nothing answers gRPC there, or the connection failed.
+    #[error("{0}")]
+    Unreachable(String),
+    /// It answers, but stands by for another coordinator or is stopping.
+    #[error("the coordinator at {0} is not serving: it stands by for another, or is stopping")]
+    NotServing(String),
+    #[error("none of the coordinators {urls} is serving: {why}")]
+    NoneServing { urls: String, why: String },
+}
+
+async fn connect_one(url: &str, ca: Option<&Path>) -> Result<Channel, ConnectError> {
+    use ConnectError::{NotServing, Setup, Unreachable};
     if !url.starts_with("http://") && !url.starts_with("https://") {
-        return Err(format!(
+        return Err(Setup(format!(
             "{url:?} has no scheme: give http://{url} (or https://{url} if the coordinator serves TLS)"
-        ));
+        )));
     }
     let mut endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| format!("{url} is not a URL: {e}"))?
+        .map_err(|e| Setup(format!("{url} is not a URL: {e}")))?
         .connect_timeout(Duration::from_secs(10))
         .tcp_keepalive(Some(Duration::from_secs(30)))
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
@@ -50,17 +68,18 @@ async fn connect_one(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
     if tls {
         let mut config = ClientTlsConfig::new().with_webpki_roots();
         if let Some(ca) = ca {
-            let pem = std::fs::read(ca).map_err(|e| format!("cannot read the CA certificate {}: {e}", ca.display()))?;
+            let pem = std::fs::read(ca)
+                .map_err(|e| Setup(format!("cannot read the CA certificate {}: {e}", ca.display())))?;
             config = config.ca_certificate(Certificate::from_pem(pem));
         }
-        endpoint = endpoint.tls_config(config).map_err(|e| format!("{url}: {e}"))?;
+        endpoint = endpoint.tls_config(config).map_err(|e| Setup(format!("{url}: {e}")))?;
     } else if ca.is_some() {
-        return Err(format!("a CA certificate was given for {url}: use https:// to connect with TLS"));
+        return Err(Setup(format!("a CA certificate was given for {url}: use https:// to connect with TLS")));
     }
     let channel = match endpoint.connect().await {
         Ok(channel) => channel,
-        Err(error) if !tls && speaks_http1(url).await => return Err(not_grpc(url, &error.to_string())),
-        Err(error) => return Err(explain(url, tls, &error.to_string(), &error)),
+        Err(error) if !tls && speaks_http1(url).await => return Err(Unreachable(not_grpc(url, &error.to_string()))),
+        Err(error) => return Err(Unreachable(explain(url, tls, &error.to_string(), &error))),
     };
     // HTTP/2 connects without hearing from the server; a health check
     // (open to all) proves the coordinator answers on this scheme.
@@ -70,15 +89,15 @@ async fn connect_one(url: &str, ca: Option<&Path>) -> Result<Channel, String> {
         Ok(answer)
             if answer.get_ref().status == tonic_health::pb::health_check_response::ServingStatus::NotServing as i32 =>
         {
-            Err(format!("the coordinator at {url} is not serving: it stands by for another, or is stopping"))
+            Err(NotServing(url.to_owned()))
         }
         Ok(_) => Ok(channel),
         Err(status) if status.code() == tonic::Code::Unimplemented => Ok(channel),
-        Err(status) if !tls && speaks_http1(url).await => Err(not_grpc(url, status.message())),
-        Err(status) => Err(match std::error::Error::source(&status) {
+        Err(status) if !tls && speaks_http1(url).await => Err(Unreachable(not_grpc(url, status.message()))),
+        Err(status) => Err(Unreachable(match std::error::Error::source(&status) {
             Some(source) => explain(url, tls, status.message(), source),
             None => format!("the coordinator at {url} answered its health check with {status}"),
-        }),
+        })),
     }
 }
 

@@ -60,7 +60,7 @@ impl DirStore {
     }
 
     fn file(&self, run_id: &str, path: &str) -> Result<PathBuf, ArtifactError> {
-        join(&self.root.join(run_folder(run_id)?), path).map_err(ArtifactError::BadPath)
+        join(&self.root.join(run_folder(run_id)?), path).map_err(|bad| ArtifactError::BadPath(bad.to_string()))
     }
 }
 

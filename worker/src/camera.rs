@@ -83,6 +83,7 @@ impl Recording {
         attempt: u32,
     ) -> Option<Self> {
         let started = argus_proto::artifacts::join(root, &argus_proto::artifacts::video_path(case_id, attempt))
+            .map_err(|bad| bad.to_string())
             .and_then(|file| {
                 std::fs::create_dir_all(file.parent().unwrap_or(root)).map_err(|e| e.to_string())?;
                 Self::start(command, placeholders, file)
@@ -153,7 +154,7 @@ pub async fn ship(
     for path in argus_proto::artifacts::files_of(attempt) {
         let bytes = match argus_proto::artifacts::join(root, &path) {
             Ok(file) => tokio::fs::read(&file).await.map_err(|e| e.to_string()),
-            Err(error) => Err(error),
+            Err(error) => Err(error.to_string()),
         };
         let bytes = match bytes {
             Ok(bytes) if (bytes.len() as u64) <= argus_proto::artifacts::MAX_FILE_BYTES => bytes,

@@ -216,14 +216,15 @@ async fn link(
     let lost = |error: String| LinkEnd::Lost { error, registered: false };
     let bearer = match Bearer::new(config.token.as_deref()) {
         Ok(bearer) => bearer,
-        Err(error) => return LinkEnd::Refused(error),
+        Err(error) => return LinkEnd::Refused(error.to_string()),
     };
     let channel = tokio::select! {
         _ = cancel.cancelled() => return LinkEnd::Stopped,
         channel = argus_proto::connect::connect(&config.coordinator, config.tls_ca.as_deref()) => match channel {
             Ok(channel) => channel,
-            Err(error) if error.contains("has no scheme") || error.contains("is not a URL") => return LinkEnd::Refused(error),
-            Err(error) => return lost(error),
+            // What was given cannot be dialled: trying again will not help.
+            Err(error @ argus_proto::connect::ConnectError::Setup(_)) => return LinkEnd::Refused(error.to_string()),
+            Err(error) => return lost(error.to_string()),
         },
     };
     let mut client = WorkersClient::with_interceptor(channel, bearer);
