@@ -526,7 +526,9 @@ pub async fn execute(
                     let device = step.device.map(|d| d.id).unwrap_or_default();
                     let label = match serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json) {
                         Ok(step) => step.step,
-                        Err(error) => return usage(format!("the coordinator sent a step that does not parse: {error}")),
+                        Err(error) => {
+                            return usage(format!("the coordinator sent a step that does not parse: {error}"));
+                        }
                     };
                     progress.started(&device, &format!("{} › {label}", step.case_id));
                 }

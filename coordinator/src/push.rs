@@ -149,7 +149,10 @@ async fn create(State(state): State<PushState>, headers: HeaderMap, body: Bytes)
     {
         let mut pushes = state.pushes.lock();
         pushes.retain(|_, p| p.begun.elapsed() < PUSH_TTL);
-        pushes.insert(id.clone(), Push { project, manifest, manifest_json, started_ms, lines: Vec::new(), begun: Instant::now() });
+        pushes.insert(
+            id.clone(),
+            Push { project, manifest, manifest_json, started_ms, lines: Vec::new(), begun: Instant::now() },
+        );
     }
     let url = url_of(&headers, &id);
     (StatusCode::CREATED, Json(json!({ "id": id, "url": url }))).into_response()

@@ -15,7 +15,9 @@ impl Bearer {
     pub fn new(token: Option<&str>) -> Result<Self, UnsendableToken> {
         match token.filter(|t| !t.is_empty()) {
             None => Ok(Self(None)),
-            Some(token) => format!("Bearer {token}").parse().map(|value| Self(Some(value))).map_err(|_| UnsendableToken),
+            Some(token) => {
+                format!("Bearer {token}").parse().map(|value| Self(Some(value))).map_err(|_| UnsendableToken)
+            }
         }
     }
 }

@@ -23,7 +23,7 @@ use argus_proto::run::RunCase;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::slots::{Placeholder, hook_command, run_hook_within};
+use crate::slots::{HookError, Placeholder, hook_command, run_hook_within};
 
 /// How long a screenshot may take: a failed attempt waits for it.
 pub const SCREENSHOT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -48,7 +48,11 @@ pub struct HookCamera {
 impl Camera for HookCamera {
     fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
         let placeholders = with_file(&self.placeholders, file);
-        Box::pin(async move { run_hook_within("screenshot", &self.command, &placeholders, SCREENSHOT_TIMEOUT).await })
+        Box::pin(async move {
+            run_hook_within("screenshot", &self.command, &placeholders, SCREENSHOT_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 
@@ -61,7 +65,7 @@ pub struct Recording {
 
 impl Recording {
     /// Starts `command` in a process group of its own, writing to `file`.
-    pub fn start(command: &str, placeholders: &[Placeholder], file: PathBuf) -> Result<Self, String> {
+    pub fn start(command: &str, placeholders: &[Placeholder], file: PathBuf) -> Result<Self, HookError> {
         let child = hook_command(command, &with_file(placeholders, &file))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -69,7 +73,11 @@ impl Recording {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("the record hook `{command}` could not start: {e}"))?;
+            .map_err(|e| HookError::NotStarted {
+                which: "record".into(),
+                command: command.to_owned(),
+                error: e.to_string(),
+            })?;
         Ok(Self { child, file, started: Instant::now() })
     }
 
@@ -86,7 +94,7 @@ impl Recording {
             .map_err(|bad| bad.to_string())
             .and_then(|file| {
                 std::fs::create_dir_all(file.parent().unwrap_or(root)).map_err(|e| e.to_string())?;
-                Self::start(command, placeholders, file)
+                Self::start(command, placeholders, file).map_err(|e| e.to_string())
             });
         started.inspect_err(|error| warn!(%error, "the attempt is not filmed")).ok()
     }

@@ -49,9 +49,8 @@ struct Simulator {
 }
 
 /// Booted simulators, from `xcrun simctl list devices booted -j`'s output.
-pub fn parse_simctl(json: &str) -> Result<Vec<Found>, String> {
-    let list: SimctlList =
-        serde_json::from_str(json).map_err(|e| format!("xcrun simctl list printed what is not its JSON: {e}"))?;
+pub fn parse_simctl(json: &str) -> Result<Vec<Found>, DiscoverError> {
+    let list: SimctlList = serde_json::from_str(json).map_err(DiscoverError::NotSimctlJson)?;
     let mut found = Vec::new();
     for (runtime, simulators) in list.devices {
         // com.apple.CoreSimulator.SimRuntime.iOS-17-4 → 17.4
@@ -79,20 +78,32 @@ pub fn parse_adb(text: &str) -> Vec<Found> {
         .collect()
 }
 
-fn run(program: &str, args: &[&str]) -> Result<Option<String>, String> {
+/// Why the host's devices could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error("xcrun simctl list printed what is not its JSON: {0}")]
+    NotSimctlJson(serde_json::Error),
+    #[error("`{command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("cannot run {program}: {error}")]
+    NotRun { program: String, error: std::io::Error },
+}
+
+fn run(program: &str, args: &[&str]) -> Result<Option<String>, DiscoverError> {
     match Command::new(program).args(args).output() {
         Ok(output) if output.status.success() => Ok(Some(String::from_utf8_lossy(&output.stdout).into_owned())),
-        Ok(output) => {
-            Err(format!("`{program} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr).trim()))
-        }
+        Ok(output) => Err(DiscoverError::Failed {
+            command: format!("{program} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        }),
         // Not on this host: no devices of that kind.
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(format!("cannot run {program}: {error}")),
+        Err(error) => Err(DiscoverError::NotRun { program: program.to_owned(), error }),
     }
 }
 
 /// The devices of this host; a tool that is not installed finds none.
-pub fn devices() -> Result<Vec<Found>, String> {
+pub fn devices() -> Result<Vec<Found>, DiscoverError> {
     let mut found = Vec::new();
     if let Some(json) = run("xcrun", &["simctl", "list", "devices", "booted", "-j"])? {
         found.extend(parse_simctl(&json)?);
@@ -235,7 +246,7 @@ mod tests {
         let android = parse_adb(ADB);
         assert_eq!(android.len(), 1, "an offline emulator is left out");
         assert_eq!(android[0].model, "sdk gphone64 x86 64");
-        assert!(parse_simctl("not json").unwrap_err().contains("not its JSON"));
+        assert!(parse_simctl("not json").unwrap_err().to_string().contains("not its JSON"));
     }
 
     #[test]

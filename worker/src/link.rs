@@ -597,7 +597,7 @@ async fn run_lease(
     if let Some(before) = &slot.config.hooks.before
         && let Err(error) = crate::slots::run_hook("before", before, &placeholders).await
     {
-        return infra(error);
+        return infra(error.to_string());
     }
     // The app as the steps find it: a reconnect during the attempt is then
     // told apart from a relaunch (a fresh app that lost the attempt's state).

@@ -99,9 +99,17 @@ pub fn render() -> String {
     text
 }
 
+/// The metrics port cannot be listened on (in use, not this host's).
+#[derive(Debug, thiserror::Error)]
+#[error("--metrics {addr}: {error}")]
+pub struct MetricsPortError {
+    pub addr: SocketAddr,
+    pub error: std::io::Error,
+}
+
 /// Serves `/metrics` (and `/healthz`) on `addr` until `cancel`.
-pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("--metrics {addr}: {e}"))?;
+pub async fn serve(addr: SocketAddr, cancel: CancellationToken) -> Result<(), MetricsPortError> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| MetricsPortError { addr, error })?;
     let router = Router::new()
         .route("/metrics", get(|| async { ([(header::CONTENT_TYPE, CONTENT_TYPE)], render()).into_response() }))
         .route("/healthz", get(|| async { "ok\n" }));

@@ -133,26 +133,51 @@ pub struct WorkerFile {
 }
 
 impl WorkerFile {
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse(&text, &path.display().to_string())
+    pub fn load(path: &Path) -> Result<Self, SlotsError> {
+        let shown = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|error| SlotsError::Unreadable { file: shown.clone(), error })?;
+        Self::parse(&text, &shown)
     }
 
     /// Parses and checks a worker file; `shown` names it in errors.
-    pub fn parse(text: &str, shown: &str) -> Result<Self, String> {
-        let mut file: WorkerFile = toml::from_str(text).map_err(|e| format!("{shown}: {e}"))?;
+    pub fn parse(text: &str, shown: &str) -> Result<Self, SlotsError> {
+        let mut file: WorkerFile =
+            toml::from_str(text).map_err(|error| SlotsError::Invalid { file: shown.to_owned(), error })?;
         check_slots(&mut file.slots, shown)?;
         Ok(file)
     }
 }
 
+/// What is wrong with a worker file or its slots, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotsError {
+    #[error("{file}: {error}")]
+    Unreadable { file: String, error: std::io::Error },
+    #[error("{file}: {error}")]
+    Invalid { file: String, error: toml::de::Error },
+    #[error("{file}: port {port} is given to two slots; each app must dial its own port")]
+    PortTwice { file: String, port: u16 },
+}
+
+/// Why a hook failed; the command is quoted as written, without its values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    #[error("the {which} hook `{command}` did not finish within {seconds} s")]
+    TimedOut { which: String, command: String, seconds: u64 },
+    #[error("the {which} hook `{command}` could not start: {error}")]
+    NotStarted { which: String, command: String, error: String },
+    #[error("the {which} hook `{command}` exited with {code}: {last_line}")]
+    Failed { which: String, command: String, code: i32, last_line: String },
+}
+
 /// Checks the slots a file gave (`shown` names it): each port once; a
 /// slot's name defaults to its port and its bridge to its platform's.
-pub fn check_slots(slots: &mut [SlotConfig], shown: &str) -> Result<(), String> {
+pub fn check_slots(slots: &mut [SlotConfig], shown: &str) -> Result<(), SlotsError> {
     let mut ports = std::collections::HashSet::new();
     for slot in slots {
         if !ports.insert(slot.port) {
-            return Err(format!("{shown}: port {} is given to two slots; each app must dial its own port", slot.port));
+            return Err(SlotsError::PortTwice { file: shown.to_owned(), port: slot.port });
         }
         if slot.name.is_empty() {
             slot.name = slot.port.to_string();
@@ -180,7 +205,7 @@ pub fn hook_command(command: &str, placeholders: &[Placeholder]) -> tokio::proce
 /// Runs a hook: its values in the environment, each placeholder replaced by
 /// a quoted reference to its variable. Errors quote the command as written,
 /// without the values.
-pub async fn run_hook(which: &str, command: &str, placeholders: &[Placeholder]) -> Result<(), String> {
+pub async fn run_hook(which: &str, command: &str, placeholders: &[Placeholder]) -> Result<(), HookError> {
     run_hook_within(which, command, placeholders, HOOK_TIMEOUT).await
 }
 
@@ -190,20 +215,20 @@ pub async fn run_hook_within(
     command: &str,
     placeholders: &[Placeholder],
     limit: Duration,
-) -> Result<(), String> {
-    let line = command;
+) -> Result<(), HookError> {
+    let (which, line) = (which.to_owned(), command.to_owned());
     let child = hook_command(command, placeholders).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
     let started = std::time::Instant::now();
     let ran = tokio::time::timeout(limit, child).await;
-    crate::metrics::hook(which, started.elapsed());
+    crate::metrics::hook(&which, started.elapsed());
     match ran {
-        Err(_) => Err(format!("the {which} hook `{line}` did not finish within {} s", limit.as_secs())),
-        Ok(Err(e)) => Err(format!("the {which} hook `{line}` could not start: {e}")),
+        Err(_) => Err(HookError::TimedOut { which, command: line, seconds: limit.as_secs() }),
+        Ok(Err(e)) => Err(HookError::NotStarted { which, command: line, error: e.to_string() }),
         Ok(Ok(output)) if output.status.success() => Ok(()),
         Ok(Ok(output)) => {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-            Err(format!("the {which} hook `{line}` exited with {}: {last}", output.status.code().unwrap_or(-1)))
+            let last_line = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned();
+            Err(HookError::Failed { which, command: line, code: output.status.code().unwrap_or(-1), last_line })
         }
     }
 }
@@ -254,10 +279,10 @@ serial = "emulator-5554"
     fn bad_worker_files_are_refused_with_the_reason() {
         let twice = "[[slot]]\nport = 8123\n[[slot]]\nport = 8123\n";
         assert_eq!(
-            WorkerFile::parse(twice, "w.toml").unwrap_err(),
+            WorkerFile::parse(twice, "w.toml").unwrap_err().to_string(),
             "w.toml: port 8123 is given to two slots; each app must dial its own port"
         );
-        let unknown = WorkerFile::parse("[[slot]]\nport = 8123\ncolour = \"red\"\n", "w.toml").unwrap_err();
+        let unknown = WorkerFile::parse("[[slot]]\nport = 8123\ncolour = \"red\"\n", "w.toml").unwrap_err().to_string();
         assert!(unknown.starts_with("w.toml: ") && unknown.contains("colour"), "{unknown}");
     }
 
@@ -270,7 +295,10 @@ serial = "emulator-5554"
         assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "5D1C-8123-login-2");
         let _ = std::fs::remove_file(out);
         let err = run_hook("before", "echo 'no such simulator' >&2; exit 4", &[]).await.unwrap_err();
-        assert_eq!(err, "the before hook `echo 'no such simulator' >&2; exit 4` exited with 4: no such simulator");
+        assert_eq!(
+            err.to_string(),
+            "the before hook `echo 'no such simulator' >&2; exit 4` exited with 4: no such simulator"
+        );
     }
 
     #[tokio::test]
