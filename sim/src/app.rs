@@ -804,7 +804,8 @@ impl App {
             // `path`, a file on the machine the app shares with its host.
             "screenshot" => {
                 let params: ScreenshotParams = parse("screenshot", params)?;
-                let bytes = crate::picture::png(&self.screen()).map_err(|e| fail(format!("screenshot: {e}")))?;
+                let bytes = crate::picture::png(&self.screen())
+                    .map_err(|e| fail(format!("screenshot: cannot encode the picture: {e}")))?;
                 tokio::fs::write(&params.path, &bytes)
                     .await
                     .map_err(|e| fail(format!("screenshot: cannot write {}: {e}", params.path)))?;

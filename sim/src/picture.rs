@@ -151,7 +151,7 @@ fn draw_element(canvas: &mut Canvas, element: &Element) {
 
 /// The picture of `screen`, as PNG bytes; the error says why the encoder
 /// refused it.
-pub fn png(screen: &Screen) -> Result<Vec<u8>, String> {
+pub fn png(screen: &Screen) -> Result<Vec<u8>, png::EncodingError> {
     let clamp = |v: f64| (v.round().max(1.0) as u32).min(MAX_POINTS) * SCALE;
     let (width, height) = (clamp(screen.window.w), clamp(screen.window.h));
     let mut canvas = Canvas::new(width, height);
@@ -179,7 +179,7 @@ pub fn png(screen: &Screen) -> Result<Vec<u8>, String> {
     encode(&canvas)
 }
 
-fn encode(canvas: &Canvas) -> Result<Vec<u8>, String> {
+fn encode(canvas: &Canvas) -> Result<Vec<u8>, png::EncodingError> {
     let (width, height) = (canvas.width * ZOOM, canvas.height * ZOOM);
     let mut zoomed = Vec::with_capacity((width * height * 3) as usize);
     for row in canvas.rgb.chunks_exact((canvas.width * 3) as usize) {
@@ -198,10 +198,9 @@ fn encode(canvas: &Canvas) -> Result<Vec<u8>, String> {
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     encoder.set_compression(png::Compression::Fast);
-    let fail = |e: png::EncodingError| format!("cannot encode the picture: {e}");
-    let mut writer = encoder.write_header().map_err(fail)?;
-    writer.write_image_data(&zoomed).map_err(fail)?;
-    writer.finish().map_err(fail)?;
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(&zoomed)?;
+    writer.finish()?;
     Ok(out)
 }
 
