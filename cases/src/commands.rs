@@ -196,10 +196,19 @@ impl Argv {
     }
 }
 
+/// What lynkeus' `argvFor` refuses, in its words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgvError {
+    #[error("{command} needs {name}")]
+    Needs { command: &'static str, name: &'static str },
+    #[error("{command} has no {key} ({takes})")]
+    HasNo { command: &'static str, key: String, takes: String },
+}
+
 /// lynkeus' `argvFor`: what matches a positional by name goes in place, the
 /// rest are flags (after its renames); a key that is neither is refused as
 /// lynkeus refuses it, `<command> has no <key>`.
-pub fn argv_for(command: &Command, value: &Value) -> Result<Argv, String> {
+pub fn argv_for(command: &Command, value: &Value) -> Result<Argv, ArgvError> {
     let mut argv = Argv::default();
     match value {
         Value::Null => {}
@@ -227,7 +236,7 @@ pub fn argv_for(command: &Command, value: &Value) -> Result<Argv, String> {
                     Some(v) => argv.positionals.push(v),
                     None => {
                         if command.positionals[index + 1..].iter().any(|later| given.contains_key(*later)) {
-                            return Err(format!("{} needs {name}", command.name));
+                            return Err(ArgvError::Needs { command: command.name, name });
                         }
                         break;
                     }
@@ -236,7 +245,7 @@ pub fn argv_for(command: &Command, value: &Value) -> Result<Argv, String> {
             for (key, v) in given {
                 let renamed = FLAG_NAMES.iter().find(|(from, _)| *from == key).map_or(key.as_str(), |(_, to)| to);
                 let Some((flag, _)) = command.flags.iter().find(|(n, _)| *n == renamed) else {
-                    return Err(format!("{} has no {key} ({})", command.name, command.takes()));
+                    return Err(ArgvError::HasNo { command: command.name, key, takes: command.takes() });
                 };
                 match v {
                     Value::Bool(false) | Value::Null => {}
@@ -255,7 +264,8 @@ pub fn argv_for(command: &Command, value: &Value) -> Result<Argv, String> {
 /// arguments are judged here: macros and Argus' own `app.reset` and
 /// `testId` forms are the caller's.
 pub fn problem(name: &str, value: &Value) -> Option<String> {
-    let argv_of = |command: &str, value: &Value| find(command).and_then(|c| argv_for(c, value).err());
+    let argv_of =
+        |command: &str, value: &Value| find(command).and_then(|c| argv_for(c, value).err().map(|e| e.to_string()));
     match name {
         // The runner reads these itself and lets other keys be.
         "see" | "requests" | "call" | "run" | "events" | "event" => None,
@@ -268,7 +278,9 @@ pub fn problem(name: &str, value: &Value) -> Option<String> {
             _ => argv_of("wait", &without(value, &["testId"])),
         },
         "type" | "swipe" => argv_of(name, &without(value, &["testId"])),
-        _ => find(name).and_then(|command| argv_for(command, value).err().or_else(|| kind_problem(command, value))),
+        _ => find(name).and_then(|command| {
+            argv_for(command, value).err().map(|e| e.to_string()).or_else(|| kind_problem(command, value))
+        }),
     }
 }
 

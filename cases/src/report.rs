@@ -18,12 +18,20 @@ pub struct RunDir {
     attempts: Vec<RunCase>,
 }
 
-fn io_error(path: &Path, error: std::io::Error) -> String {
-    format!("{}: {error}", path.display())
+/// A run directory's file that cannot be written, named.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {error}", path.display())]
+pub struct RunDirError {
+    pub path: PathBuf,
+    pub error: std::io::Error,
+}
+
+fn io_error(path: &Path, error: std::io::Error) -> RunDirError {
+    RunDirError { path: path.to_owned(), error }
 }
 
 impl RunDir {
-    pub fn create(dir: &Path, started_at: String) -> Result<Self, String> {
+    pub fn create(dir: &Path, started_at: String) -> Result<Self, RunDirError> {
         std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         let manifest = RunManifest::started(started_at);
         let manifest_path = dir.join(MANIFEST_FILE);
@@ -39,7 +47,7 @@ impl RunDir {
     }
 
     /// Appends one attempt, in the order attempts finish.
-    pub fn add(&mut self, attempt: &RunCase) -> Result<(), String> {
+    pub fn add(&mut self, attempt: &RunCase) -> Result<(), RunDirError> {
         let path = self.dir.join(CASES_FILE);
         writeln!(self.lines, "{}", attempt.to_line()).map_err(|e| io_error(&path, e))?;
         self.lines.flush().map_err(|e| io_error(&path, e))?;
@@ -54,7 +62,7 @@ impl RunDir {
         finished_at: String,
         platform: Option<String>,
         native: Option<bool>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunDirError> {
         self.manifest.finished_at = Some(finished_at);
         self.manifest.platform = platform;
         self.manifest.native = native;
@@ -66,7 +74,7 @@ impl RunDir {
 
 impl RunDir {
     /// Rewrites `run.json` with a manifest made elsewhere (the coordinator's).
-    pub fn finish_with(&mut self, manifest: &RunManifest) -> Result<(), String> {
+    pub fn finish_with(&mut self, manifest: &RunManifest) -> Result<(), RunDirError> {
         self.manifest = manifest.clone();
         let path = self.dir.join(MANIFEST_FILE);
         std::fs::write(&path, self.manifest.to_json_pretty()).map_err(|e| io_error(&path, e))

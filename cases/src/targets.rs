@@ -47,16 +47,21 @@ fn split_nth(raw: &str) -> Option<(&str, usize)> {
     Some((base, digits.parse().ok()?))
 }
 
+/// An `in` scope that is neither a testId nor a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("--in takes a #testId or a text")]
+pub struct BadScope;
+
 /// Narrows a testId or text target to a scope (`in`) and picks the `nth`
 /// match; points and indexes are returned unchanged.
-pub fn scoped_target(raw: &str, within: Option<&str>, nth: Option<usize>) -> Result<Target, String> {
+pub fn scoped_target(raw: &str, within: Option<&str>, nth: Option<usize>) -> Result<Target, BadScope> {
     let target = parse_target(raw);
     let scope = match within {
         None => None,
         Some(scope) => Some(match parse_target(scope) {
             Target::TestId { test_id, .. } => Scope::TestId { test_id },
             Target::Text { text, .. } => Scope::Text { text },
-            _ => return Err("--in takes a #testId or a text".to_owned()),
+            _ => return Err(BadScope),
         }),
     };
     Ok(match target {
@@ -111,7 +116,7 @@ mod tests {
         assert_eq!(json_of(&t), json!({"testId": "like-message-button", "nth": 2, "within": {"testId": "feed"}}));
         let t = scoped_target("100,200", Some("#feed"), None).unwrap();
         assert_eq!(json_of(&t), json!({"x": 100, "y": 200}));
-        assert_eq!(scoped_target("#x", Some("3"), None).unwrap_err(), "--in takes a #testId or a text");
+        assert_eq!(scoped_target("#x", Some("3"), None).unwrap_err().to_string(), "--in takes a #testId or a text");
     }
 
     #[test]

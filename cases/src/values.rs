@@ -44,9 +44,22 @@ impl Scope for HashMap<String, Value> {
     }
 }
 
+/// Why a reference or a matcher cannot be used, in lynkeus' words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("no alias '{0}' (add `as: {0}` to the step that creates it)")]
+    NoAlias(String),
+    #[error("{{{{{name}.{path}}}}} is empty")]
+    Empty { name: String, path: String },
+    #[error("matches: {pattern:?} is not a regex: {error}")]
+    NotARegex { pattern: String, error: String },
+    #[error("{0} is not a matcher (one of {list})", list = MATCHERS.join(", "))]
+    NotAMatcher(String),
+}
+
 /// Replaces every `{{alias.path}}`. A string that is only a reference keeps
 /// the value's type; inside other text the value is stringified.
-pub fn interpolate(value: &Value, scope: &dyn Scope) -> Result<Value, String> {
+pub fn interpolate(value: &Value, scope: &dyn Scope) -> Result<Value, ValueError> {
     match value {
         Value::String(text) => interpolate_text(text, scope),
         Value::Array(items) => items.iter().map(|v| interpolate(v, scope)).collect::<Result<_, _>>().map(Value::Array),
@@ -81,25 +94,23 @@ fn references(text: &str) -> Vec<(usize, usize, &str, &str)> {
     refs
 }
 
-fn resolve(name: &str, path: &str, scope: &dyn Scope) -> Result<Value, String> {
+fn resolve(name: &str, path: &str, scope: &dyn Scope) -> Result<Value, ValueError> {
     let value = match (name, path) {
         ("random", "letters") => Some(Value::String(random_from(b"abcdefghijklmnopqrstuvwxyz"))),
         ("random", "digits") => Some(Value::String(random_from(b"0123456789"))),
         ("env", var) => scope.env(var).map(Value::String),
         _ => {
-            let alias = scope
-                .alias(name)
-                .ok_or_else(|| format!("no alias '{name}' (add `as: {name}` to the step that creates it)"))?;
+            let alias = scope.alias(name).ok_or_else(|| ValueError::NoAlias(name.to_owned()))?;
             dig(alias, path)
         }
     };
     match value {
-        None | Some(Value::Null) => Err(format!("{{{{{name}.{path}}}}} is empty")),
+        None | Some(Value::Null) => Err(ValueError::Empty { name: name.to_owned(), path: path.to_owned() }),
         Some(value) => Ok(value),
     }
 }
 
-fn interpolate_text(text: &str, scope: &dyn Scope) -> Result<Value, String> {
+fn interpolate_text(text: &str, scope: &dyn Scope) -> Result<Value, ValueError> {
     let refs = references(text);
     if let [(0, end, name, path)] = refs[..]
         && end == text.len()
@@ -142,7 +153,7 @@ fn number(value: &Value) -> Option<f64> {
 }
 
 /// Whether `actual` (absent: `None`) satisfies the matcher.
-pub fn matches(actual: Option<&Value>, matcher: &str, expected: &Value) -> Result<bool, String> {
+pub fn matches(actual: Option<&Value>, matcher: &str, expected: &Value) -> Result<bool, ValueError> {
     let actual_or_null = actual.unwrap_or(&Value::Null);
     Ok(match matcher {
         "equals" => match (number(actual_or_null), number(expected)) {
@@ -164,10 +175,11 @@ pub fn matches(actual: Option<&Value>, matcher: &str, expected: &Value) -> Resul
         }
         "matches" => {
             let pattern = js_string(expected);
-            let regex = regex::Regex::new(&pattern).map_err(|e| format!("matches: {pattern:?} is not a regex: {e}"))?;
+            let regex = regex::Regex::new(&pattern)
+                .map_err(|e| ValueError::NotARegex { pattern: pattern.clone(), error: e.to_string() })?;
             actual.is_some() && regex.is_match(&js_string(actual_or_null))
         }
-        other => return Err(format!("{other} is not a matcher (one of {})", MATCHERS.join(", "))),
+        other => return Err(ValueError::NotAMatcher(other.to_owned())),
     })
 }
 
@@ -194,12 +206,12 @@ mod tests {
         let random = random.as_str().unwrap();
         assert!(random.len() == 7 && random[1..].bytes().all(|b| b.is_ascii_lowercase()), "{random}");
         assert_eq!(
-            interpolate(&json!("{{v.user_id}}"), &scope).unwrap_err(),
+            interpolate(&json!("{{v.user_id}}"), &scope).unwrap_err().to_string(),
             "no alias 'v' (add `as: v` to the step that creates it)"
         );
-        assert_eq!(interpolate(&json!("{{u.phone}}"), &scope).unwrap_err(), "{{u.phone}} is empty");
+        assert_eq!(interpolate(&json!("{{u.phone}}"), &scope).unwrap_err().to_string(), "{{u.phone}} is empty");
         assert_eq!(
-            interpolate(&json!("{{env.ARGUS_TEST_NEVER_SET_X}}"), &scope).unwrap_err(),
+            interpolate(&json!("{{env.ARGUS_TEST_NEVER_SET_X}}"), &scope).unwrap_err().to_string(),
             "{{env.ARGUS_TEST_NEVER_SET_X}} is empty"
         );
         assert_eq!(interpolate(&json!("{{ not a ref }}"), &scope).unwrap(), json!("{{ not a ref }}"));

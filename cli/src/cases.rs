@@ -259,13 +259,13 @@ async fn run_with_fixtures(
         None => None,
     };
     let retries = if args.once { 0 } else { args.retries };
-    let mut write_error = None;
+    let mut write_error: Option<String> = None;
     let attempts = run_suite(&driver, cases, run, retries, |attempt| {
         print_attempt(attempt);
         if let Some(run_dir) = run_dir.as_mut()
             && let Err(error) = run_dir.add(attempt)
         {
-            write_error.get_or_insert(error);
+            write_error.get_or_insert(error.to_string());
         }
     })
     .await;
@@ -274,7 +274,7 @@ async fn run_with_fixtures(
     if let Some(run_dir) = run_dir.as_mut()
         && let Err(error) = run_dir.finish(iso_now(), Some(hello.platform.clone()), Some(hello.native))
     {
-        write_error.get_or_insert(error);
+        write_error.get_or_insert(error.to_string());
     }
     if let Some(path) = &args.output.junit
         && let Err(error) = std::fs::write(path, junit(&default_project(), &attempts))

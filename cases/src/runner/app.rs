@@ -51,7 +51,7 @@ pub(super) fn target_of(verb: &str, value: &Value) -> Result<Target, StepError> 
         }
         _ => return Err(needs()),
     };
-    scoped_target(&raw, within.as_deref(), nth).map_err(StepError::Failed)
+    scoped_target(&raw, within.as_deref(), nth).map_err(|e| StepError::Failed(e.to_string()))
 }
 
 fn point(raw: &str) -> Option<Point> {
@@ -368,7 +368,7 @@ impl<D: Device> Attempt<'_, D> {
                     text_of(value, "within").or_else(|| text_of(value, "in")).as_deref(),
                     value.get("nth").and_then(Value::as_u64).map(|n| n as usize),
                 )
-                .map_err(StepError::Failed)?;
+                .map_err(|e| StepError::Failed(e.to_string()))?;
                 self.last_target = Some(target.clone());
                 params.insert("target".into(), target_json(&target));
             }

@@ -35,7 +35,7 @@ impl<D: Device> Attempt<'_, D> {
         let Some(command) = commands::find(name) else {
             return Err(StepError::Failed(format!("app.{name} is not a step: lynkeus has no command {name}")));
         };
-        let argv = commands::argv_for(command, value).map_err(StepError::Failed)?;
+        let argv = commands::argv_for(command, value).map_err(|e| StepError::Failed(e.to_string()))?;
         let first = argv.positional(0).map(js_string);
         let (method, call_params) = match command.name {
             "screen" => ("screen", None),

@@ -96,6 +96,18 @@ impl From<CallFailure> for StepError {
     }
 }
 
+impl From<crate::values::ValueError> for StepError {
+    fn from(error: crate::values::ValueError) -> Self {
+        StepError::Failed(error.to_string())
+    }
+}
+
+impl From<crate::commands::ArgvError> for StepError {
+    fn from(error: crate::commands::ArgvError) -> Self {
+        StepError::Failed(error.to_string())
+    }
+}
+
 impl From<String> for StepError {
     fn from(message: String) -> Self {
         StepError::Failed(message)
