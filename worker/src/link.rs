@@ -276,9 +276,14 @@ async fn link(
             }
         });
     }
-    let running: Arc<Running> = Arc::default();
-    let parsed: Arc<ParsedFiles> = Arc::default();
-    let calls = LinkCalls::new(out.clone());
+    let shared = Shared {
+        out: out.clone(),
+        running: Arc::default(),
+        parsed: Arc::default(),
+        calls: LinkCalls::new(out.clone()),
+        changed: changed_tx.clone(),
+    };
+    let running = shared.running.clone();
     let mut heartbeat_every = DEFAULT_HEARTBEAT;
     let mut heartbeat = tokio::time::interval(heartbeat_every);
     // The coordinator sends a keepalive every heartbeat; three missed and
@@ -372,55 +377,7 @@ async fn link(
                             heartbeat = tokio::time::interval(heartbeat_every);
                         }
                     }
-                    Some(coordinator_message::Kind::Lease(lease)) if !stopping_leases => {
-                        let Some(index) = slots.iter().position(|s| s.config.name == lease.slot) else {
-                            warn!(slot = %lease.slot, "lease for a slot this worker does not have");
-                            continue;
-                        };
-                        let slot = slots[index].clone();
-                        let stop = CancellationToken::new();
-                        running.lock().insert(lease.lease_id.clone(), stop.clone());
-                        let (out, running) = (out.clone(), running.clone());
-                        let (changed_tx, parsed, calls) = (changed_tx.clone(), parsed.clone(), calls.clone());
-                        attempts.spawn(async move {
-                            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
-                            let _ = changed_tx.send(index).await;
-                            let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name, trace_context = tracing::field::Empty);
-                            argus_proto::trace::set_parent(&span, &lease.traceparent);
-                            let (steps, lease_id) = (out.clone(), lease.lease_id.clone());
-                            let on_step = move |index: usize, step: &argus_proto::run::RunStep| {
-                                let step = grpc::StepResult {
-                                    lease_id: lease_id.clone(),
-                                    index: index as u32,
-                                    run_step_json: serde_json::to_string(step).expect("a step is plain data"),
-                                };
-                                let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
-                            };
-                            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, &calls, &out, on_step), span.clone());
-                            let result = tokio::select! {
-                                result = attempt => Some(result),
-                                _ = stop.cancelled() => None,
-                            };
-                            if result.is_none() {
-                                // Cancelled: the call in flight was dropped; the
-                                // slot's `after` hook puts the device back.
-                                span.in_scope(|| info!("attempt cancelled; the app is no longer driven"));
-                                if let Some(after) = &slot.config.hooks.after {
-                                    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
-                                    if let Err(error) = crate::slots::run_hook("after", after, &placeholders).await {
-                                        warn!(%error, "the after hook failed");
-                                    }
-                                }
-                            }
-                            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
-                            if let Some(result) = result {
-                                crate::metrics::attempt(&attempt_outcome(&result));
-                                let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
-                            }
-                            running.lock().remove(&lease.lease_id);
-                            let _ = changed_tx.send(index).await;
-                        });
-                    }
+                    Some(coordinator_message::Kind::Lease(lease)) if !stopping_leases => shared.on_lease(slots, lease, attempts),
                     Some(coordinator_message::Kind::Lease(lease)) => {
                         // Crossed with this worker's GoingAway: handed back at once.
                         warn!(lease = %lease.lease_id, "stopping: lease handed back");
@@ -437,35 +394,120 @@ async fn link(
                         // worker (and may resume it); what runs finishes.
                         info!(reason = %drain.reason, "drained: current attempts finish, the coordinator sends no new ones");
                     }
-                    Some(coordinator_message::Kind::Cancel(cancelled)) => {
-                        match running.lock().get(&cancelled.lease_id) {
-                            Some(stop) => {
-                                info!(lease = %cancelled.lease_id, reason = %cancelled.reason, "cancelling an attempt");
-                                stop.cancel();
-                            }
-                            None => info!(lease = %cancelled.lease_id, "cancel for an attempt that is not running"),
-                        }
-                    }
-                    Some(coordinator_message::Kind::ProjectAnswer(answer)) => calls.answered(answer),
+                    Some(coordinator_message::Kind::Cancel(cancelled)) => shared.on_cancel(&cancelled),
+                    Some(coordinator_message::Kind::ProjectAnswer(answer)) => shared.calls.answered(answer),
                     Some(coordinator_message::Kind::DeviceCall(call)) => {
-                        let Some(slot) = slots.iter().find(|s| s.config.name == call.slot).cloned() else {
-                            let error = grpc::DeviceError { code: String::new(), message: format!("this worker has no slot {}", call.slot) };
-                            let answer = grpc::DeviceAnswer { call_id: call.call_id, outcome: Some(grpc::device_answer::Outcome::Error(error)) };
-                            send_or_lost!(send(worker_message::Kind::DeviceAnswer(answer)));
-                            continue;
-                        };
-                        let out = out.clone();
-                        attempts.spawn(async move {
-                            let span = tracing::info_span!("device_call", method = %call.method, slot = %call.slot, trace_context = tracing::field::Empty);
-                            argus_proto::trace::set_parent(&span, &call.traceparent);
-                            let answer = tracing::Instrument::instrument(crate::device_calls::answer(&slot.driver, &slot.config, &call), span).await;
-                            let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::DeviceAnswer(answer)) }).await;
-                        });
+                        if let Some(refused) = shared.on_device_call(slots, call, attempts) {
+                            send_or_lost!(send(worker_message::Kind::DeviceAnswer(refused)));
+                        }
                     }
                     Some(coordinator_message::Kind::Keepalive(_)) | None => {}
                 }
             }
         }
+    }
+}
+
+/// What the attempts and device calls started on one link share with it.
+struct Shared {
+    out: mpsc::Sender<grpc::WorkerMessage>,
+    /// The attempts running now, each with what stops it.
+    running: Arc<Running>,
+    parsed: Arc<ParsedFiles>,
+    calls: Arc<LinkCalls>,
+    /// Told the index of a slot whose device may have changed.
+    changed: mpsc::Sender<usize>,
+}
+
+impl Shared {
+    /// Runs `lease` on its slot in a task of its own (tracked by
+    /// `attempts`): the slot is busy meanwhile, each step is streamed, and
+    /// the result is sent unless the attempt was cancelled.
+    fn on_lease(&self, slots: &[Arc<Slot>], lease: grpc::Lease, attempts: &TaskTracker) {
+        let Some(index) = slots.iter().position(|s| s.config.name == lease.slot) else {
+            warn!(slot = %lease.slot, "lease for a slot this worker does not have");
+            return;
+        };
+        let slot = slots[index].clone();
+        let stop = CancellationToken::new();
+        self.running.lock().insert(lease.lease_id.clone(), stop.clone());
+        let (out, running) = (self.out.clone(), self.running.clone());
+        let (changed_tx, parsed, calls) = (self.changed.clone(), self.parsed.clone(), self.calls.clone());
+        attempts.spawn(async move {
+            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            let _ = changed_tx.send(index).await;
+            let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name, trace_context = tracing::field::Empty);
+            argus_proto::trace::set_parent(&span, &lease.traceparent);
+            let (steps, lease_id) = (out.clone(), lease.lease_id.clone());
+            let on_step = move |index: usize, step: &argus_proto::run::RunStep| {
+                let step = grpc::StepResult {
+                    lease_id: lease_id.clone(),
+                    index: index as u32,
+                    run_step_json: serde_json::to_string(step).expect("a step is plain data"),
+                };
+                let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
+            };
+            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, &calls, &out, on_step), span.clone());
+            let result = tokio::select! {
+                result = attempt => Some(result),
+                _ = stop.cancelled() => None,
+            };
+            if result.is_none() {
+                // Cancelled: the call in flight was dropped; the
+                // slot's `after` hook puts the device back.
+                span.in_scope(|| info!("attempt cancelled; the app is no longer driven"));
+                if let Some(after) = &slot.config.hooks.after {
+                    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
+                    if let Err(error) = crate::slots::run_hook("after", after, &placeholders).await {
+                        warn!(%error, "the after hook failed");
+                    }
+                }
+            }
+            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
+            if let Some(result) = result {
+                crate::metrics::attempt(&attempt_outcome(&result));
+                let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
+            }
+            running.lock().remove(&lease.lease_id);
+            let _ = changed_tx.send(index).await;
+        });
+    }
+
+    /// Stops the attempt of a lease the coordinator took back.
+    fn on_cancel(&self, cancelled: &grpc::Cancel) {
+        match self.running.lock().get(&cancelled.lease_id) {
+            Some(stop) => {
+                info!(lease = %cancelled.lease_id, reason = %cancelled.reason, "cancelling an attempt");
+                stop.cancel();
+            }
+            None => info!(lease = %cancelled.lease_id, "cancel for an attempt that is not running"),
+        }
+    }
+
+    /// Answers a device call (the WebDriver facade's) in a task of its own;
+    /// the answer to send at once when this worker has no such slot.
+    fn on_device_call(
+        &self,
+        slots: &[Arc<Slot>],
+        call: grpc::DeviceCall,
+        attempts: &TaskTracker,
+    ) -> Option<grpc::DeviceAnswer> {
+        let Some(slot) = slots.iter().find(|s| s.config.name == call.slot).cloned() else {
+            let error =
+                grpc::DeviceError { code: String::new(), message: format!("this worker has no slot {}", call.slot) };
+            return Some(grpc::DeviceAnswer {
+                call_id: call.call_id,
+                outcome: Some(grpc::device_answer::Outcome::Error(error)),
+            });
+        };
+        let out = self.out.clone();
+        attempts.spawn(async move {
+            let span = tracing::info_span!("device_call", method = %call.method, slot = %call.slot, trace_context = tracing::field::Empty);
+            argus_proto::trace::set_parent(&span, &call.traceparent);
+            let answer = tracing::Instrument::instrument(crate::device_calls::answer(&slot.driver, &slot.config, &call), span).await;
+            let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::DeviceAnswer(answer)) }).await;
+        });
+        None
     }
 }
 
