@@ -41,7 +41,7 @@ async fn run_to_end(url: &str, request: grpc::SubmitRequest) -> (Vec<RunCase>, V
         let update = update.unwrap().unwrap();
         match update.kind {
             Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
-                infra.push(finished.run_case_json)
+                infra.push(finished.infrastructure_reason)
             }
             Some(run_update::Kind::Finished(finished)) => {
                 lines.push(serde_json::from_str(&finished.run_case_json).unwrap())
