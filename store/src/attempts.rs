@@ -1,0 +1,320 @@
+//! Attempts: leases granted, extended and taken back, results recorded a
+//! burst at a time (each fenced by its lease), and tries queued again.
+
+use super::*;
+
+impl Store {
+    /// Every attempt not yet finished: what the scheduler rebuilds from.
+    pub async fn open_attempts(&self) -> Result<Vec<AttemptRow>, StoreError> {
+        let rows = sqlx::query_as::<_, AttemptRow>(
+            "SELECT a.run_id, a.case_id, a.attempt, a.try_no, a.state, a.lease_id, a.device_id, c.expected_ms, \
+             c.ordinal, r.priority, r.selector_json \
+             FROM attempts a JOIN cases c ON c.run_id = a.run_id AND c.case_id = a.case_id \
+             JOIN runs r ON r.id = a.run_id \
+             WHERE a.state IN ('pending', 'leased') ORDER BY a.created_at, c.ordinal",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+
+    /// Commits one lease before it is sent.
+    pub async fn grant_lease(&self, lease: &NewLease) -> Result<(), StoreError> {
+        match self.grant_leases(std::slice::from_ref(lease)).await?[..] {
+            [true] => Ok(()),
+            _ => Err(StoreError::NotPending(format!("{}/{}#{}", lease.run_id, lease.case_id, lease.attempt))),
+        }
+    }
+
+    /// Commits many leases in one transaction (one dispatch hands every idle
+    /// device its attempt), before any is sent. Per lease: granted, or not
+    /// because its attempt is no longer pending (cancelled meanwhile).
+    pub async fn grant_leases(&self, leases: &[NewLease]) -> Result<Vec<bool>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // One statement per chunk: every lease whose attempt is still pending.
+        let mut taken: HashSet<String> = HashSet::new();
+        for chunk in leases.chunks(self.rows()) {
+            let sql = format!(
+                "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
+                 worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
+                 WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
+                 AND attempts.try_no = v.column9 AND attempts.state = 'pending' RETURNING attempts.lease_id",
+                placeholders(chunk.len(), 9)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for lease in chunk {
+                query = query
+                    .bind(&lease.id)
+                    .bind(&lease.device_id)
+                    .bind(&lease.worker_id)
+                    .bind(&lease.platform)
+                    .bind(lease.granted_at)
+                    .bind(&lease.run_id)
+                    .bind(&lease.case_id)
+                    .bind(i64::from(lease.attempt))
+                    .bind(i64::from(lease.try_no));
+            }
+            taken.extend(query.fetch_all(&mut *tx).await?);
+        }
+        let granted: Vec<bool> = leases.iter().map(|l| taken.contains(&l.id)).collect();
+        let rows: Vec<&NewLease> = leases.iter().zip(&granted).filter(|(_, g)| **g).map(|(l, _)| l).collect();
+        for chunk in rows.chunks(self.rows()) {
+            let sql = format!(
+                "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
+                 VALUES {}",
+                placeholders(chunk.len(), 9)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for lease in chunk {
+                query = query
+                    .bind(&lease.id)
+                    .bind(&lease.run_id)
+                    .bind(&lease.case_id)
+                    .bind(i64::from(lease.attempt))
+                    .bind(i64::from(lease.try_no))
+                    .bind(&lease.device_id)
+                    .bind(&lease.worker_id)
+                    .bind(lease.granted_at)
+                    .bind(lease.deadline);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(granted)
+    }
+
+    /// Moves the deadline of open leases (heartbeats): one statement per
+    /// chunk of leases.
+    pub async fn extend_leases(&self, lease_ids: &[String], deadline: i64) -> Result<(), StoreError> {
+        for chunk in lease_ids.chunks(self.rows()) {
+            let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+            let sql = format!("UPDATE leases SET deadline = $1 WHERE ended_at IS NULL AND id IN ({})", ids.join(", "));
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(deadline);
+            for id in chunk {
+                query = query.bind(id);
+            }
+            query.execute(&self.pool).await?;
+        }
+        Ok(())
+    }
+
+    /// Records how a leased attempt ended; refuses a lease that is no longer
+    /// current (fencing).
+    pub async fn finish_attempt(&self, lease_id: &str, outcome: &AttemptOutcome) -> Result<AttemptKey, StoreError> {
+        let finished = self.finish_attempts(&[(lease_id.to_owned(), outcome.clone())]).await?;
+        finished.into_iter().next().unwrap_or_else(|| Err(StoreError::StaleLease(lease_id.to_owned())))
+    }
+
+    /// Records many results in one transaction. Per result: its attempt, or
+    /// `StaleLease` when its lease is no longer current (fencing), which
+    /// leaves the others to commit.
+    pub async fn finish_attempts(
+        &self,
+        results: &[(String, AttemptOutcome)],
+    ) -> Result<Vec<Result<AttemptKey, StoreError>>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // Two statements per chunk, whatever its size: end the leases that
+        // are still current, then finish their attempts.
+        let mut finished: HashMap<String, AttemptKey> = HashMap::new();
+        for chunk in results.chunks(self.rows()) {
+            let sql = format!(
+                "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
+                 WHERE leases.id = v.column1 AND leases.ended_at IS NULL RETURNING leases.id",
+                placeholders(chunk.len(), 3)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for (lease_id, outcome) in chunk {
+                query = query.bind(lease_id).bind(outcome.finished_at).bind(if outcome.infrastructure {
+                    "infrastructure"
+                } else {
+                    "finished"
+                });
+            }
+            let ended: HashSet<String> = query.fetch_all(&mut *tx).await?.into_iter().collect();
+            let current: Vec<&(String, AttemptOutcome)> = chunk.iter().filter(|(id, _)| ended.contains(id)).collect();
+            if current.is_empty() {
+                continue;
+            }
+            let sql = format!(
+                "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
+                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8 \
+                 FROM (VALUES {}) AS v \
+                 WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
+                 RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
+                placeholders(current.len(), 8)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(sql));
+            for (lease_id, outcome) in current {
+                query = query
+                    .bind(lease_id)
+                    .bind(&outcome.result)
+                    .bind(i64::from(outcome.infrastructure))
+                    .bind(&outcome.error)
+                    .bind(outcome.finished_at)
+                    .bind(outcome.ms)
+                    .bind(&outcome.run_case_json)
+                    .bind(outcome.seq);
+            }
+            for (lease_id, run_id, case_id, attempt, try_no) in query.fetch_all(&mut *tx).await? {
+                finished.insert(lease_id, AttemptKey { run_id, case_id, attempt, try_no });
+            }
+        }
+        let mut keys = Vec::with_capacity(results.len());
+        let mut steps = Vec::new();
+        let (mut tries, mut finals) = (Vec::new(), Vec::new());
+        for (lease_id, outcome) in results {
+            match finished.get(lease_id) {
+                Some(key) => {
+                    steps.extend(outcome.steps.iter().enumerate().map(|(idx, step)| (key.clone(), idx as i64, step)));
+                    if let Some((attempt, try_no)) = outcome.next_try {
+                        tries.push(PendingTry {
+                            run_id: key.run_id.clone(),
+                            case_id: key.case_id.clone(),
+                            attempt,
+                            try_no,
+                        });
+                    }
+                    if let Some(result) = &outcome.final_result {
+                        finals.push((key.run_id.clone(), key.case_id.clone(), result.clone()));
+                    }
+                    keys.push(Ok(key.clone()));
+                }
+                None => keys.push(Err(StoreError::StaleLease(lease_id.clone()))),
+            }
+        }
+        // What follows each result, with it: nothing of a refused one.
+        insert_pending(&mut tx, &tries, results.first().map_or(0, |(_, o)| o.finished_at), self.rows()).await?;
+        update_case_results(&mut tx, &finals, self.rows()).await?;
+        for chunk in steps.chunks(self.rows()) {
+            let sql = format!(
+                "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) VALUES {}",
+                placeholders(chunk.len(), 9)
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (key, idx, step) in chunk {
+                query = query
+                    .bind(&key.run_id)
+                    .bind(&key.case_id)
+                    .bind(key.attempt)
+                    .bind(key.try_no)
+                    .bind(*idx)
+                    .bind(&step.step)
+                    .bind(&step.status)
+                    .bind(step.ms)
+                    .bind(&step.error);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(keys)
+    }
+
+    /// Ends a lease the coordinator takes back (worker or device lost,
+    /// deadline passed): the attempt is marked an infrastructure failure,
+    /// at `seq` in its run's updates. `Ok(None)` when the lease had already
+    /// ended.
+    pub async fn revoke_lease(
+        &self,
+        lease_id: &str,
+        reason: &str,
+        at: i64,
+        seq: i64,
+    ) -> Result<Option<AttemptKey>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let ended = sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
+            .bind(at)
+            .bind(reason)
+            .bind(lease_id)
+            .execute(&mut *tx)
+            .await?;
+        if ended.rows_affected() != 1 {
+            return Ok(None);
+        }
+        let key = sqlx::query_as::<_, AttemptKey>(
+            "SELECT run_id, case_id, attempt, try_no FROM attempts WHERE lease_id = $1 AND state = 'leased'",
+        )
+        .bind(lease_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE attempts SET state = 'done', infrastructure = 1, error = $1, finished_at = $2, seq = $3 \
+             WHERE lease_id = $4 AND state = 'leased'",
+        )
+        .bind(reason)
+        .bind(at)
+        .bind(seq)
+        .bind(lease_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(key)
+    }
+
+    /// Queues another try: a retry (`attempt + 1`) or a rerun after an
+    /// infrastructure failure (same attempt, `try_no + 1`).
+    pub async fn queue(
+        &self,
+        run_id: &str,
+        case_id: &str,
+        attempt: u32,
+        try_no: u32,
+        at: i64,
+    ) -> Result<(), StoreError> {
+        let one = PendingTry { run_id: run_id.into(), case_id: case_id.into(), attempt, try_no };
+        self.queue_many(&[one], at).await
+    }
+
+    /// Queues many tries in one transaction, one statement per chunk.
+    pub async fn queue_many(&self, tries: &[PendingTry], at: i64) -> Result<(), StoreError> {
+        if tries.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        insert_pending(&mut tx, tries, at, self.rows()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// Pending attempts, one statement per chunk. Idempotent: a try whose
+/// commit's answer was lost is queued again without a duplicate.
+pub(super) async fn insert_pending(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    tries: &[PendingTry],
+    at: i64,
+    rows: usize,
+) -> Result<(), StoreError> {
+    for chunk in tries.chunks(rows) {
+        let sql = format!(
+            "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at) VALUES {} ON CONFLICT DO NOTHING",
+            pending_placeholders(chunk.len())
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for one in chunk {
+            query = query
+                .bind(&one.run_id)
+                .bind(&one.case_id)
+                .bind(i64::from(one.attempt))
+                .bind(i64::from(one.try_no))
+                .bind(at);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// `($1, $2, $3, $4, 'pending', $5), …`.
+fn pending_placeholders(rows: usize) -> String {
+    let row = |r: usize| {
+        let n = |c: usize| format!("${}", r * 5 + c);
+        format!("({}, {}, {}, {}, 'pending', {})", n(1), n(2), n(3), n(4), n(5))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}

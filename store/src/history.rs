@@ -1,0 +1,61 @@
+//! History: how long a case took when it passed, for the scheduler's
+//! estimates (longest first).
+
+use super::*;
+
+impl Store {
+    /// The median of each case's last `window` passing attempts on a
+    /// platform, for a whole suite: one statement per chunk of cases.
+    pub async fn expected_ms_many(
+        &self,
+        case_ids: &[String],
+        platform: &str,
+        window: u32,
+    ) -> Result<HashMap<String, i64>, StoreError> {
+        let mut medians = HashMap::new();
+        for chunk in case_ids.chunks(self.rows()) {
+            let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+            let sql = format!(
+                "SELECT case_id, ms FROM (SELECT case_id, ms, ROW_NUMBER() OVER \
+                 (PARTITION BY case_id ORDER BY finished_at DESC) AS n FROM attempts \
+                 WHERE platform = $1 AND result = 'passed' AND ms IS NOT NULL AND case_id IN ({})) AS recent \
+                 WHERE n <= $2",
+                ids.join(", ")
+            );
+            // Built from constants and numbered placeholders only.
+            let mut query =
+                sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(sql)).bind(platform).bind(i64::from(window));
+            for id in chunk {
+                query = query.bind(id);
+            }
+            let mut per_case: HashMap<String, Vec<i64>> = HashMap::new();
+            for (case_id, ms) in query.fetch_all(&self.pool).await? {
+                per_case.entry(case_id).or_default().push(ms);
+            }
+            for (case_id, mut ms) in per_case {
+                ms.sort_unstable();
+                medians.insert(case_id, ms[ms.len() / 2]);
+            }
+        }
+        Ok(medians)
+    }
+
+    /// The median of a case's last `window` passing attempts on a platform.
+    pub async fn expected_ms(&self, case_id: &str, platform: &str, window: u32) -> Result<Option<i64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT ms FROM attempts WHERE case_id = $1 AND platform = $2 AND result = 'passed' AND ms IS NOT NULL \
+             ORDER BY finished_at DESC LIMIT $3",
+        )
+        .bind(case_id)
+        .bind(platform)
+        .bind(i64::from(window))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut ms: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>(0)).collect();
+        if ms.is_empty() {
+            return Ok(None);
+        }
+        ms.sort_unstable();
+        Ok(Some(ms[ms.len() / 2]))
+    }
+}
