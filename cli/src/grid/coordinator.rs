@@ -1,0 +1,278 @@
+//! `argus coordinator`: its flags, its settings once the layers are merged
+//! (secrets read from their files), and serving until a signal.
+
+use super::*;
+
+/// `argus coordinator`: every setting is a flag, an `ARGUS_*` variable and
+/// a key of `[coordinator]` in argus.toml (see [`crate::settings`]).
+#[derive(clap::Args, serde::Serialize)]
+pub struct CoordinatorArgs {
+    /// The configuration file (default: argus.toml here, when there is one);
+    /// the coordinator reads its [coordinator] table.
+    #[arg(long, env = "ARGUS_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Print the settings in effect and where each came from (secrets
+    /// hidden), then exit.
+    #[arg(long)]
+    #[serde(skip)]
+    print_config: bool,
+    /// postgres://… for a team, sqlite:FILE embedded [default: sqlite:argus.db].
+    #[arg(long, env = "ARGUS_DATABASE_URL", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url: Option<String>,
+    /// Where screenshots and films of runs are kept: a folder per run, made
+    /// if it is not there [default: argus-artifacts].
+    #[arg(long, env = "ARGUS_ARTIFACTS", value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifacts: Option<PathBuf>,
+    /// Workers must present this token.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_token: Option<String>,
+    /// Clients (argus run, devices, runs, WebDriver) must present this token.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_token: Option<String>,
+    /// The dashboard, its JSON API and /metrics need this token (as a bearer
+    /// token, or as the password a browser asks for); /healthz stays open.
+    #[arg(long, env = "ARGUS_READ_TOKEN", hide_env_values = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_token: Option<String>,
+    /// The database URL read from a file (a secret's file: only its owner
+    /// and group may read it), in place of --database-url.
+    #[arg(long, env = "ARGUS_DATABASE_URL_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url_file: Option<PathBuf>,
+    /// The worker token read from a file, in place of --worker-token.
+    #[arg(long, env = "ARGUS_WORKER_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker_token_file: Option<PathBuf>,
+    /// The client token read from a file, in place of --client-token.
+    #[arg(long, env = "ARGUS_CLIENT_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_token_file: Option<PathBuf>,
+    /// The read token read from a file, in place of --read-token.
+    #[arg(long, env = "ARGUS_READ_TOKEN_FILE", value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_token_file: Option<PathBuf>,
+    /// The gRPC address workers and clients connect to [default: 127.0.0.1:7171].
+    #[arg(long, env = "ARGUS_LISTEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<SocketAddr>,
+    /// The HTTP address: the dashboard, WebDriver, Prometheus metrics at
+    /// /metrics, /healthz [default: 127.0.0.1:7172].
+    #[arg(long, env = "ARGUS_HTTP_LISTEN")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<SocketAddr>,
+    /// The dashboard's address as people reach it, for the links `argus run`
+    /// prints (default: http:// and the --http address, unless that is
+    /// 0.0.0.0).
+    #[arg(long, env = "ARGUS_PUBLIC_URL", value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_url: Option<String>,
+    /// Serve gRPC over TLS with this certificate chain (PEM); clients then
+    /// connect with https://.
+    #[arg(long, env = "ARGUS_TLS_CERT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, env = "ARGUS_TLS_KEY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key: Option<PathBuf>,
+    /// Cancel a run (not submitted with --detach) when no client has
+    /// watched it for this many seconds [default: 60].
+    #[arg(long, env = "ARGUS_CLIENT_GRACE", value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_grace: Option<u64>,
+    /// Remove whole runs (attempts, steps, files, WebDriver sessions) older
+    /// than this many days, every hour [default: keep everything].
+    #[arg(long, env = "ARGUS_KEEP_DAYS", value_name = "DAYS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_days: Option<u64>,
+    /// Accepted for older configurations: on Postgres every coordinator
+    /// serves only while it holds the database's lock and stands by (health
+    /// NOT_SERVING) while another does. SQLite refuses it.
+    #[arg(long, env = "ARGUS_STANDBY", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    standby: Option<bool>,
+}
+
+/// What the coordinator runs with, once the layers are merged.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinatorSettings {
+    pub database_url: String,
+    pub artifacts: PathBuf,
+    pub worker_token: Option<String>,
+    pub client_token: Option<String>,
+    pub read_token: Option<String>,
+    pub database_url_file: Option<PathBuf>,
+    pub worker_token_file: Option<PathBuf>,
+    pub client_token_file: Option<PathBuf>,
+    pub read_token_file: Option<PathBuf>,
+    pub listen: SocketAddr,
+    pub http: SocketAddr,
+    pub public_url: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub client_grace: u64,
+    pub keep_days: Option<u64>,
+    pub standby: bool,
+}
+
+impl Default for CoordinatorSettings {
+    fn default() -> Self {
+        Self {
+            database_url: DEFAULT_DATABASE.into(),
+            artifacts: "argus-artifacts".into(),
+            worker_token: None,
+            client_token: None,
+            read_token: None,
+            database_url_file: None,
+            worker_token_file: None,
+            client_token_file: None,
+            read_token_file: None,
+            listen: DEFAULT_LISTEN.parse().expect("a socket address"),
+            http: DEFAULT_HTTP.parse().expect("a socket address"),
+            public_url: None,
+            tls_cert: None,
+            tls_key: None,
+            client_grace: 60,
+            keep_days: None,
+            standby: false,
+        }
+    }
+}
+
+impl CoordinatorSettings {
+    /// The settings as loaded, with the secrets named as files read in.
+    pub(crate) fn with_secret_files(loaded: settings::Loaded<Self>) -> Result<Self, String> {
+        let url_given =
+            loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
+        let mut settings = loaded.settings;
+        settings.read_secret_files(url_given)?;
+        Ok(settings)
+    }
+
+    /// Reads the secrets named as files into their settings.
+    /// `url_given`: whether `database_url` was set anywhere (not defaulted).
+    fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
+        settings::secret_from_file("worker_token", &mut self.worker_token, self.worker_token_file.as_deref())?;
+        settings::secret_from_file("client_token", &mut self.client_token, self.client_token_file.as_deref())?;
+        settings::secret_from_file("read_token", &mut self.read_token, self.read_token_file.as_deref())?;
+        let mut url = url_given.then(|| self.database_url.clone());
+        settings::secret_from_file("database_url", &mut url, self.database_url_file.as_deref())?;
+        if let Some(url) = url {
+            self.database_url = url;
+        }
+        Ok(())
+    }
+}
+
+pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> ExitCode {
+    let loaded = match settings::load::<CoordinatorSettings>(
+        "coordinator",
+        "coordinator",
+        args.config.as_deref(),
+        &args,
+        matches,
+        &[],
+    ) {
+        Ok(loaded) => loaded,
+        Err(error) => return failed("coordinator", error),
+    };
+    if args.print_config {
+        settings::print(&loaded);
+        return ExitCode::SUCCESS;
+    }
+    let settings = match CoordinatorSettings::with_secret_files(loaded) {
+        Ok(settings) => settings,
+        Err(error) => return failed("coordinator", error),
+    };
+    if settings.keep_days == Some(0) {
+        return failed(
+            "coordinator",
+            "keep_days 0 would remove every finished run: give 1 or more days, or leave it out to keep everything",
+        );
+    }
+    if let Some(url) = &settings.public_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return failed("coordinator", format!("public_url {url:?}: give the dashboard's address as http://HOST:PORT"));
+    }
+    let tls = match (&settings.tls_cert, &settings.tls_key) {
+        (Some(cert), Some(key)) => match argus_coordinator::TlsIdentity::load(cert, key) {
+            Ok(identity) => Some(identity),
+            Err(error) => return failed("coordinator", error.to_string()),
+        },
+        (None, None) => None,
+        _ => return failed("coordinator", "tls_cert and tls_key go together: give both, or neither"),
+    };
+    let store = match Store::open(&settings.database_url).await {
+        Ok(store) => store,
+        Err(error) => return failed("coordinator", error),
+    };
+    let mut listener = match bind(settings.listen).await {
+        Ok(listener) => listener,
+        Err(error) => return failed("coordinator", error),
+    };
+    let mut http = match bind(settings.http).await {
+        Ok(listener) => listener,
+        Err(error) => return failed("coordinator", format!("http: {error}")),
+    };
+    let shutdown = stop_on_signal();
+    let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // On Postgres every coordinator competes for the lock, flags or not: two
+    // active on one database would each take workers and clients of their
+    // own (a rolling update, a unit started on a second host). `--standby`
+    // says the same; on SQLite, one process's database, it is refused.
+    if settings.standby || store.backend() == Backend::Postgres {
+        let lead = match argus_coordinator::standby::until_leading(&store, listener, http, &shutdown).await {
+            Ok(Some(lead)) => lead,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(error) => return failed("coordinator", error),
+        };
+        // The standby's ports, serving for real now.
+        (listener, http) = match (
+            argus_coordinator::standby::rebind(settings.listen).await,
+            argus_coordinator::standby::rebind(settings.http).await,
+        ) {
+            (Ok(grpc), Ok(http)) => (grpc, http),
+            (Err(error), _) | (_, Err(error)) => {
+                return failed("coordinator", format!("cannot take over the ports: {error}"));
+            }
+        };
+        argus_coordinator::standby::keep_leading(store.clone(), lead, shutdown.clone(), lost.clone());
+    }
+    let artifacts = match open_artifacts(&settings.artifacts) {
+        Ok(artifacts) => artifacts,
+        Err(error) => return failed("coordinator", format!("artifacts: {error}")),
+    };
+    let dashboard = settings.public_url.clone().unwrap_or_else(|| format!("http://{}", settings.http));
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    // A log line, so that JSON logs stay all JSON.
+    tracing::info!(
+        grpc = %format!("{scheme}://{}", settings.listen),
+        dashboard = %format!("{}/", dashboard.trim_end_matches('/')),
+        metrics = %format!("http://{}/metrics", settings.http),
+        "argus coordinator serving"
+    );
+    let core = argus_grid::core::CoreConfig {
+        client_grace: Duration::from_secs(settings.client_grace),
+        dashboard_url: settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
+        ..Default::default()
+    };
+    let tokens = argus_coordinator::Tokens {
+        worker: settings.worker_token.clone(),
+        client: settings.client_token.clone(),
+        read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
+    };
+    let keep = settings.keep_days.map(|days| Duration::from_secs(days.saturating_mul(86_400)));
+    let options = argus_coordinator::Options { tokens, http: Some(http), tls, core, artifacts: Some(artifacts), keep };
+    match argus_coordinator::serve_with(listener, store, options, shutdown).await {
+        Ok(()) if lost.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(1),
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => failed("coordinator", error),
+    }
+}
