@@ -10,7 +10,9 @@ use std::time::Duration;
 use argus_store::Store;
 use argus_store::prune;
 
-use crate::grid::{CoordinatorSettings, open_artifacts};
+use argus_coordinator::config::CoordinatorSettings;
+
+use crate::grid::{open_artifacts, with_secret_files};
 use crate::settings;
 
 /// The database and artifacts come from the flags, the variables, or the
@@ -61,7 +63,7 @@ pub async fn run(args: PruneArgs, matches: &clap::ArgMatches) -> ExitCode {
         Ok(loaded) => loaded,
         Err(error) => return failed(error),
     };
-    let settings = match CoordinatorSettings::with_secret_files(loaded) {
+    let settings = match with_secret_files(loaded) {
         Ok(settings) => settings,
         Err(error) => return failed(error),
     };

@@ -3,10 +3,11 @@
 //! the store before acting on it.
 
 mod assembler;
+pub mod config;
 pub mod http;
 mod incoming;
 pub mod push;
 pub mod service;
 pub mod standby;
 
-pub use service::{Options, TlsIdentity, Tokens, serve, serve_with};
+pub use service::{Options, TlsFileError, TlsIdentity, Tokens, serve, serve_with};

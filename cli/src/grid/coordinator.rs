@@ -1,6 +1,8 @@
 //! `argus coordinator`: its flags, its settings once the layers are merged
 //! (secrets read from their files), and serving until a signal.
 
+use argus_coordinator::config::CoordinatorSettings;
+
 use super::*;
 
 /// `argus coordinator`: every setting is a flag, an `ARGUS_*` variable and
@@ -98,76 +100,28 @@ pub struct CoordinatorArgs {
     standby: Option<bool>,
 }
 
-/// What the coordinator runs with, once the layers are merged.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoordinatorSettings {
-    pub database_url: String,
-    pub artifacts: PathBuf,
-    pub worker_token: Option<String>,
-    pub client_token: Option<String>,
-    pub read_token: Option<String>,
-    pub database_url_file: Option<PathBuf>,
-    pub worker_token_file: Option<PathBuf>,
-    pub client_token_file: Option<PathBuf>,
-    pub read_token_file: Option<PathBuf>,
-    pub listen: SocketAddr,
-    pub http: SocketAddr,
-    pub public_url: Option<String>,
-    pub tls_cert: Option<PathBuf>,
-    pub tls_key: Option<PathBuf>,
-    pub client_grace: u64,
-    pub keep_days: Option<u64>,
-    pub standby: bool,
+/// The coordinator's settings as loaded, with the secrets named as files
+/// read in.
+pub(crate) fn with_secret_files(loaded: settings::Loaded<CoordinatorSettings>) -> Result<CoordinatorSettings, String> {
+    let url_given =
+        loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
+    let mut settings = loaded.settings;
+    read_secret_files(&mut settings, url_given)?;
+    Ok(settings)
 }
 
-impl Default for CoordinatorSettings {
-    fn default() -> Self {
-        Self {
-            database_url: DEFAULT_DATABASE.into(),
-            artifacts: "argus-artifacts".into(),
-            worker_token: None,
-            client_token: None,
-            read_token: None,
-            database_url_file: None,
-            worker_token_file: None,
-            client_token_file: None,
-            read_token_file: None,
-            listen: DEFAULT_LISTEN.parse().expect("a socket address"),
-            http: DEFAULT_HTTP.parse().expect("a socket address"),
-            public_url: None,
-            tls_cert: None,
-            tls_key: None,
-            client_grace: 60,
-            keep_days: None,
-            standby: false,
-        }
+/// Reads the secrets named as files into their settings.
+/// `url_given`: whether `database_url` was set anywhere (not defaulted).
+fn read_secret_files(this: &mut CoordinatorSettings, url_given: bool) -> Result<(), String> {
+    settings::secret_from_file("worker_token", &mut this.worker_token, this.worker_token_file.as_deref())?;
+    settings::secret_from_file("client_token", &mut this.client_token, this.client_token_file.as_deref())?;
+    settings::secret_from_file("read_token", &mut this.read_token, this.read_token_file.as_deref())?;
+    let mut url = url_given.then(|| this.database_url.clone());
+    settings::secret_from_file("database_url", &mut url, this.database_url_file.as_deref())?;
+    if let Some(url) = url {
+        this.database_url = url;
     }
-}
-
-impl CoordinatorSettings {
-    /// The settings as loaded, with the secrets named as files read in.
-    pub(crate) fn with_secret_files(loaded: settings::Loaded<Self>) -> Result<Self, String> {
-        let url_given =
-            loaded.origins.iter().any(|(key, origin)| key == "database_url" && *origin != settings::Origin::Default);
-        let mut settings = loaded.settings;
-        settings.read_secret_files(url_given)?;
-        Ok(settings)
-    }
-
-    /// Reads the secrets named as files into their settings.
-    /// `url_given`: whether `database_url` was set anywhere (not defaulted).
-    fn read_secret_files(&mut self, url_given: bool) -> Result<(), String> {
-        settings::secret_from_file("worker_token", &mut self.worker_token, self.worker_token_file.as_deref())?;
-        settings::secret_from_file("client_token", &mut self.client_token, self.client_token_file.as_deref())?;
-        settings::secret_from_file("read_token", &mut self.read_token, self.read_token_file.as_deref())?;
-        let mut url = url_given.then(|| self.database_url.clone());
-        settings::secret_from_file("database_url", &mut url, self.database_url_file.as_deref())?;
-        if let Some(url) = url {
-            self.database_url = url;
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> ExitCode {
@@ -186,28 +140,13 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         settings::print(&loaded);
         return ExitCode::SUCCESS;
     }
-    let settings = match CoordinatorSettings::with_secret_files(loaded) {
+    let settings = match with_secret_files(loaded) {
         Ok(settings) => settings,
         Err(error) => return failed("coordinator", error),
     };
-    if settings.keep_days == Some(0) {
-        return failed(
-            "coordinator",
-            "keep_days 0 would remove every finished run: give 1 or more days, or leave it out to keep everything",
-        );
-    }
-    if let Some(url) = &settings.public_url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return failed("coordinator", format!("public_url {url:?}: give the dashboard's address as http://HOST:PORT"));
-    }
-    let tls = match (&settings.tls_cert, &settings.tls_key) {
-        (Some(cert), Some(key)) => match argus_coordinator::TlsIdentity::load(cert, key) {
-            Ok(identity) => Some(identity),
-            Err(error) => return failed("coordinator", error.to_string()),
-        },
-        (None, None) => None,
-        _ => return failed("coordinator", "tls_cert and tls_key go together: give both, or neither"),
+    let tls = match settings.validate() {
+        Ok(tls) => tls,
+        Err(error) => return failed("coordinator", error),
     };
     let store = match Store::open(&settings.database_url).await {
         Ok(store) => store,

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::settings;
+pub use argus_coordinator::config::{DEFAULT_DATABASE, DEFAULT_HTTP, DEFAULT_LISTEN};
 
 mod coordinator;
 mod fleet;
@@ -26,15 +27,6 @@ pub use coordinator::*;
 pub use fleet::*;
 pub use standalone::*;
 pub use worker::*;
-
-/// The coordinator's default gRPC address.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";
-
-/// The coordinator's default HTTP address: metrics and health.
-pub const DEFAULT_HTTP: &str = "127.0.0.1:7172";
-
-/// The embedded default store.
-pub const DEFAULT_DATABASE: &str = "sqlite:argus.db";
 
 #[derive(clap::Args)]
 pub struct StoreArgs {
