@@ -2,6 +2,7 @@
 //! coordinator that leases it attempts.
 
 pub mod camera;
+pub mod config;
 mod device_calls;
 pub mod discover;
 pub mod driver;

@@ -1,6 +1,8 @@
 //! `argus worker`: its flags and slots, its settings once the layers are
 //! merged, and the link to the coordinator until a signal.
 
+use argus_worker::config::WorkerSettings;
+
 use super::*;
 
 #[derive(clap::Args, Clone)]
@@ -124,45 +126,6 @@ pub struct WorkerArgs {
     metrics: Option<SocketAddr>,
 }
 
-/// What the worker runs with, once the layers are merged.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerSettings {
-    pub coordinator: Option<String>,
-    pub name: String,
-    pub token: Option<String>,
-    pub tls_ca: Option<PathBuf>,
-    pub ports: Option<Vec<u16>>,
-    pub platform: String,
-    pub driver_host: String,
-    pub app_token: Option<String>,
-    pub token_file: Option<PathBuf>,
-    pub app_token_file: Option<PathBuf>,
-    pub metrics: Option<SocketAddr>,
-    /// The file's `[[slot]]` tables.
-    #[serde(default, skip_serializing)]
-    pub slot: Vec<SlotConfig>,
-}
-
-impl Default for WorkerSettings {
-    fn default() -> Self {
-        Self {
-            coordinator: None,
-            name: "worker".into(),
-            token: None,
-            tls_ca: None,
-            ports: None,
-            platform: "ios".into(),
-            driver_host: "127.0.0.1".into(),
-            app_token: None,
-            token_file: None,
-            app_token_file: None,
-            metrics: None,
-            slot: Vec::new(),
-        }
-    }
-}
-
 pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
     let loaded =
         match settings::load::<WorkerSettings>("worker", "worker", args.config.as_deref(), &args, matches, &["slot"]) {
@@ -200,49 +163,29 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
         };
     }
     let shown = args.config.clone().unwrap_or_else(|| settings::DEFAULT_FILE.into());
-    if let Err(error) = link::check_slots(&mut settings.slot, &shown.display().to_string()) {
-        return failed("worker", error);
-    }
-    // Ports, from a flag, a variable or the file, stand for the slots.
-    let slots = match &settings.ports {
-        Some(ports) => ports.iter().map(|p| SlotConfig::for_port(*p, &settings.platform)).collect(),
-        None => settings.slot.clone(),
+    let slots = match settings.slots(&shown.display().to_string()) {
+        Ok(slots) => slots,
+        Err(error) => return failed("worker", error),
     };
-    if slots.is_empty() {
-        return failed(
-            "worker",
-            "give the devices' driver ports (--ports 8123-8126) or a worker.toml with [[slot]]s (--config)",
-        );
-    }
     if args.print_slots {
         for slot in &slots {
             println!("{}", argus_worker::discover::story(slot));
         }
         return ExitCode::SUCCESS;
     }
-    let Some(coordinator) = settings.coordinator.clone() else {
-        return failed(
-            "worker",
-            "give the coordinator's URL: --coordinator http://HOST:7171 (or `coordinator` in the [worker] table of argus.toml)",
-        );
+    let metrics = settings.metrics;
+    let config = match settings.into_config(slots) {
+        Ok(config) => config,
+        Err(error) => return failed("worker", error),
     };
-    log_slots(&slots);
+    log_slots(&config.slots);
     let cancel = stop_on_signal();
-    if let Some(addr) = settings.metrics {
+    if let Some(addr) = metrics {
         if let Err(error) = argus_worker::metrics::serve(addr, cancel.clone()).await {
             return failed("worker", error);
         }
         tracing::info!(metrics = %format!("http://{addr}/metrics"), "serving the worker's metrics");
     }
-    let config = WorkerConfig {
-        coordinator,
-        name: settings.name,
-        host: settings.driver_host,
-        app_token: settings.app_token,
-        token: settings.token,
-        tls_ca: settings.tls_ca,
-        slots,
-    };
     match link::run(config, cancel).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => failed("worker", error),
