@@ -416,38 +416,44 @@ pub async fn execute(
         );
     }
     // The run directory starts with the run: `run.json` now, lines as they come.
-    let mut run_dir = match out {
+    let run_dir = match out {
         Some(dir) => match RunDir::create(dir, argus_cases::runner::iso_now()) {
             Ok(created) => Some(created),
             Err(error) => return usage(error),
         },
         None => None,
     };
-    let mut lines: Vec<RunCase> = Vec::new();
-    let mut progress = Progress::new(&submitted.case_ids, &submitted.expected_ms, submitted.from_history);
+    let mut watch = RunWatch {
+        progress: Progress::new(&submitted.case_ids, &submitted.expected_ms, submitted.from_history),
+        run_dir,
+        out,
+        lines: Vec::new(),
+        retaken: crate::summary::Retaken::default(),
+        waiting_since: None,
+        retries,
+        wait_for_devices: options.wait_for_devices,
+    };
     let started = tokio::time::Instant::now();
-    let mut retaken = crate::summary::Retaken::default();
     let run_id = submitted.run_id.clone();
     let signal = stop_signal();
     tokio::pin!(signal);
     // The last update of the run's record this client has: a watch that is
     // lost resumes after it, so nothing is missed or written twice.
     let mut last_seq = 0u64;
-    let mut waiting_since: Option<(tokio::time::Instant, String)> = None;
     let manifest: RunManifest = 'watching: loop {
         let mut updates = match watch_again(&mut client, target, &run_id, last_seq, options, &mut signal).await {
             Ok(updates) => updates,
-            Err(Stop::Signal(code)) => return cancel_and_exit(&mut client, &run_id, &mut progress, code).await,
+            Err(Stop::Signal(code)) => return cancel_and_exit(&mut client, &run_id, &mut watch.progress, code).await,
             Err(Stop::Failed(message)) => return usage(message),
         };
         loop {
-            let give_up = waiting_since.as_ref().map(|(since, _)| *since + options.wait_for_devices);
+            let give_up = watch.waiting_since.as_ref().map(|(since, _)| *since + options.wait_for_devices);
             let update = tokio::select! {
                 update = updates.message() => update,
-                code = &mut signal => return cancel_and_exit(&mut client, &run_id, &mut progress, code).await,
+                code = &mut signal => return cancel_and_exit(&mut client, &run_id, &mut watch.progress, code).await,
                 _ = async { match give_up { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
-                    let reason = waiting_since.map(|(_, reason)| reason).unwrap_or_default();
-                    progress.finish();
+                    let reason = watch.waiting_since.take().map(|(_, reason)| reason).unwrap_or_default();
+                    watch.progress.finish();
                     eprintln!(
                         "argus run: no device could take the run's cases for {} s: {reason}; cancelling run {run_id}",
                         options.wait_for_devices.as_secs()
@@ -459,13 +465,15 @@ pub async fn execute(
             let update = match update {
                 Ok(Some(update)) => update,
                 Ok(None) => {
-                    progress.say(|| {
+                    watch.progress.say(|| {
                         eprintln!("argus run: the coordinator ended the watch before the run finished; watching again")
                     });
                     continue 'watching;
                 }
                 Err(status) if resumable(&status) => {
-                    progress.say(|| eprintln!("argus run: lost the coordinator ({}); reconnecting", status.message()));
+                    watch
+                        .progress
+                        .say(|| eprintln!("argus run: lost the coordinator ({}); reconnecting", status.message()));
                     continue 'watching;
                 }
                 Err(status) => return usage(format!("the coordinator stopped the watch: {}", status.message())),
@@ -477,80 +485,15 @@ pub async fn execute(
                 }
                 last_seq = update.seq;
             }
-            match update.kind {
-                Some(run_update::Kind::Started(started)) => {
-                    if waiting_since.take().is_some() {
-                        progress.say(|| eprintln!("argus run: a device took the run's cases again"));
-                    }
-                    let device = started.device.map(|d| d.id).unwrap_or_default();
-                    progress.started(&device, &started.case_id);
-                }
-                Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
-                    let device = finished.device.map(|d| d.id).unwrap_or_default();
-                    let case = finished.case_id;
-                    progress.ended(&device, &case, None);
-                    let reason = &finished.infrastructure_reason;
-                    progress.say(|| println!("↻ {case} on {device}: {reason} (it runs again)"));
-                    retaken.attempts.push((case, device));
-                }
-                Some(run_update::Kind::Finished(finished)) => {
-                    let line = match serde_json::from_str::<RunCase>(&finished.run_case_json) {
-                        Ok(line) => line,
-                        Err(error) => {
-                            return usage(format!("the coordinator sent a result that does not parse: {error}"));
-                        }
-                    };
-                    let device = finished.device.map(|d| d.id).unwrap_or_default();
-                    // A failed attempt that runs again is not the case's end.
-                    let again = line.result == CaseResult::Failed && line.attempt <= retries;
-                    let end = (!again).then_some(line.result);
-                    progress.ended(&device, &line.id, end);
-                    progress.say(|| print_line(&line, &device));
-                    if let Some(dir) = run_dir.as_mut()
-                        && let Err(error) = dir.add(&line)
-                    {
-                        return usage(error);
-                    }
-                    if let Some(root) = out {
-                        fetch_files(&mut client, &run_id, root, &line).await;
-                    }
-                    lines.push(line);
-                }
-                Some(run_update::Kind::RunFinished(finished)) => match serde_json::from_str(&finished.manifest_json) {
-                    Ok(manifest) => break 'watching manifest,
-                    Err(error) => {
-                        return usage(format!("the coordinator sent a manifest that does not parse: {error}"));
-                    }
-                },
-                Some(run_update::Kind::Step(step)) => {
-                    let device = step.device.map(|d| d.id).unwrap_or_default();
-                    let label = match serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json) {
-                        Ok(step) => step.step,
-                        Err(error) => {
-                            return usage(format!("the coordinator sent a step that does not parse: {error}"));
-                        }
-                    };
-                    progress.started(&device, &format!("{} › {label}", step.case_id));
-                }
-                Some(run_update::Kind::NoDevice(no)) if no.waiting => {
-                    let left = options.wait_for_devices.as_secs();
-                    progress.say(|| {
-                        eprintln!(
-                            "argus run: waiting: {}; cancelling in {left} s unless a device comes (--wait-for-devices)",
-                            no.message
-                        )
-                    });
-                    let since = waiting_since.as_ref().map_or_else(tokio::time::Instant::now, |(since, _)| *since);
-                    waiting_since = Some((since, no.message));
-                }
-                Some(run_update::Kind::NoDevice(_)) if waiting_since.take().is_some() => {
-                    progress.say(|| eprintln!("argus run: devices are back"));
-                }
-                Some(run_update::Kind::NoDevice(_)) | None => {}
+            match watch.on_update(update.kind, &mut client, &run_id).await {
+                Ok(Flow::Going) => {}
+                Ok(Flow::Ended(manifest)) => break 'watching manifest,
+                Err(message) => return usage(message),
             }
-            progress.show();
+            watch.progress.show();
         }
     };
+    let RunWatch { progress, mut run_dir, lines, retaken, .. } = watch;
     progress.finish();
     if manifest.totals.is_none() {
         // Cut short: by an operator, or because nobody could run it.
@@ -579,6 +522,117 @@ pub async fn execute(
         println!("{}", submitted.dashboard_url);
     }
     if totals.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// What `argus run` keeps while it watches a run, and what it does with
+/// each update: progress, the run directory's lines and files, retries
+/// taken back, and how long no device could take the run's cases.
+struct RunWatch<'a> {
+    progress: Progress,
+    run_dir: Option<RunDir>,
+    /// Where the run directory is, for the files each line names.
+    out: Option<&'a std::path::Path>,
+    lines: Vec<RunCase>,
+    retaken: crate::summary::Retaken,
+    waiting_since: Option<(tokio::time::Instant, String)>,
+    retries: u32,
+    wait_for_devices: Duration,
+}
+
+/// Whether the run goes on after an update.
+enum Flow {
+    Going,
+    Ended(RunManifest),
+}
+
+impl RunWatch<'_> {
+    /// Takes one update of the run's watch; an error says what of it could
+    /// not be read or written.
+    async fn on_update<S>(
+        &mut self,
+        kind: Option<run_update::Kind>,
+        client: &mut RunsClient<S>,
+        run_id: &str,
+    ) -> Result<Flow, String>
+    where
+        S: tonic::client::GrpcService<tonic::body::Body>,
+        S::Error: Into<tonic::codegen::StdError>,
+        S::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+        <S::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+    {
+        match kind {
+            Some(run_update::Kind::Started(started)) => {
+                if self.waiting_since.take().is_some() {
+                    self.progress.say(|| eprintln!("argus run: a device took the run's cases again"));
+                }
+                let device = started.device.map(|d| d.id).unwrap_or_default();
+                self.progress.started(&device, &started.case_id);
+            }
+            Some(run_update::Kind::Finished(finished)) if finished.infrastructure_failure => {
+                let device = finished.device.map(|d| d.id).unwrap_or_default();
+                let case = finished.case_id;
+                self.progress.ended(&device, &case, None);
+                let reason = &finished.infrastructure_reason;
+                self.progress.say(|| println!("↻ {case} on {device}: {reason} (it runs again)"));
+                self.retaken.attempts.push((case, device));
+            }
+            Some(run_update::Kind::Finished(finished)) => {
+                let line = match serde_json::from_str::<RunCase>(&finished.run_case_json) {
+                    Ok(line) => line,
+                    Err(error) => {
+                        return Err(format!("the coordinator sent a result that does not parse: {error}"));
+                    }
+                };
+                let device = finished.device.map(|d| d.id).unwrap_or_default();
+                // A failed attempt that runs again is not the case's end.
+                let again = line.result == CaseResult::Failed && line.attempt <= self.retries;
+                let end = (!again).then_some(line.result);
+                self.progress.ended(&device, &line.id, end);
+                self.progress.say(|| print_line(&line, &device));
+                if let Some(dir) = self.run_dir.as_mut()
+                    && let Err(error) = dir.add(&line)
+                {
+                    return Err(error.to_string());
+                }
+                if let Some(root) = self.out {
+                    fetch_files(client, run_id, root, &line).await;
+                }
+                self.lines.push(line);
+            }
+            Some(run_update::Kind::RunFinished(finished)) => match serde_json::from_str(&finished.manifest_json) {
+                Ok(manifest) => return Ok(Flow::Ended(manifest)),
+                Err(error) => {
+                    return Err(format!("the coordinator sent a manifest that does not parse: {error}"));
+                }
+            },
+            Some(run_update::Kind::Step(step)) => {
+                let device = step.device.map(|d| d.id).unwrap_or_default();
+                let label = match serde_json::from_str::<argus_proto::run::RunStep>(&step.run_step_json) {
+                    Ok(step) => step.step,
+                    Err(error) => {
+                        return Err(format!("the coordinator sent a step that does not parse: {error}"));
+                    }
+                };
+                self.progress.started(&device, &format!("{} › {label}", step.case_id));
+            }
+            Some(run_update::Kind::NoDevice(no)) if no.waiting => {
+                let left = self.wait_for_devices.as_secs();
+                self.progress.say(|| {
+                    eprintln!(
+                        "argus run: waiting: {}; cancelling in {left} s unless a device comes (--wait-for-devices)",
+                        no.message
+                    )
+                });
+                let since = self.waiting_since.as_ref().map_or_else(tokio::time::Instant::now, |(since, _)| *since);
+                self.waiting_since = Some((since, no.message));
+            }
+            Some(run_update::Kind::NoDevice(_)) if self.waiting_since.take().is_some() => {
+                self.progress.say(|| eprintln!("argus run: devices are back"));
+            }
+            Some(run_update::Kind::NoDevice(_)) | None => {}
+        }
+        Ok(Flow::Going)
+    }
 }
 
 /// Fetches the screenshots and films `line` names into the run directory
