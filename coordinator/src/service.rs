@@ -167,7 +167,7 @@ impl grpc::runs_server::Runs for Services {
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
-        let response = argus_grid::submit::submit(&self.handle, &self.store, request.into_inner(), traceparent).await?;
+        let response = self.handle.submit(&self.store, request.into_inner(), traceparent).await?;
         Ok(Response::new(response))
     }
 

@@ -15,6 +15,7 @@
 
 pub mod calls;
 pub mod core;
+pub mod error;
 pub mod matching;
 pub mod metrics;
 pub mod policy;

@@ -10,11 +10,10 @@ use argus_cases::{Case, CasesConfig, suite};
 use argus_proto::grpc;
 use argus_proto::run::RunManifest;
 
-use argus_store::{NewCase, NewRun, Store};
+use argus_store::{NewCase, NewRun};
 
-use crate::core::{CoreError, DEFAULT_EXPECTED_MS, HISTORY_WINDOW, Handle};
+use crate::error::CoreError;
 use crate::scheduler::{self, Selector};
-use crate::time::{iso, now_ms};
 
 /// The most retries a run may ask for: each one can hold a device for a
 /// whole case again.
@@ -86,35 +85,6 @@ impl CheckedSuite {
                 .collect(),
         }
     }
-}
-
-/// Takes a Submit: checked, estimated from history and written here, off
-/// the owner task, so that a suite of 10,000 cases does not hold up anyone
-/// else's leases; then handed to the owner task, which answers.
-pub async fn submit(
-    handle: &Handle,
-    store: &Store,
-    request: grpc::SubmitRequest,
-    traceparent: String,
-) -> Result<grpc::SubmitResponse, CoreError> {
-    // Parsing and expanding a large suite is CPU work of hundreds of
-    // milliseconds: on a blocking thread, not on one the owner task, the
-    // workers' links and the watches share.
-    let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
-    let suite = tokio::task::spawn_blocking(move || check(request)).await.map_err(stopped)??;
-    handle.admit(suite.selector.clone()).await?;
-    let platform = suite.selector.platform.clone().unwrap_or_default();
-    let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
-    let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-    let started_at = now_ms();
-    let (suite, run) = tokio::task::spawn_blocking(move || {
-        let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
-        (suite, run)
-    })
-    .await
-    .map_err(stopped)?;
-    store.create_run(&run).await?;
-    handle.submitted(suite, run, traceparent).await
 }
 
 /// Checks a Submit; every problem, one a line, each naming where it is.

@@ -76,7 +76,7 @@ impl Grid {
             detach: true,
             ..Default::default()
         };
-        argus_grid::submit::submit(&self.handle, &self.store, request, String::new()).await.unwrap().run_id
+        self.handle.submit(&self.store, request, String::new()).await.unwrap().run_id
     }
 
     async fn result(&self, run: &str) -> Option<String> {
@@ -426,7 +426,7 @@ async fn an_unwatched_run_is_cancelled_after_the_clients_grace_and_a_detached_on
         selector: Some(grpc::Selector { platform: "ios".into(), ..Default::default() }),
         ..Default::default()
     };
-    let watched = argus_grid::submit::submit(&grid.handle, &grid.store, request, String::new()).await.unwrap().run_id;
+    let watched = grid.handle.submit(&grid.store, request, String::new()).await.unwrap().run_id;
     for _ in 0..16 {
         _worker.heartbeat(&[]).await;
         pass(&grid.handle, Duration::from_secs(4)).await;

@@ -58,14 +58,6 @@ pub fn id_of(reference: &Value) -> Option<&str> {
     reference.get(ELEMENT_KEY).or_else(|| reference.get("ELEMENT")).and_then(Value::as_str)
 }
 
-/// The element `found` names on `screen`, if it is still there.
-pub fn resolve<'s>(found: &Found, screen: &'s Screen) -> Option<&'s Element> {
-    if screen.commit == found.commit {
-        return screen.elements.iter().find(|e| e.i == found.i);
-    }
-    found.fingerprint.find(screen)
-}
-
 /// What lynkeus would call the element without looking again: its testId,
 /// and its place among the elements lynkeus matches by that testId.
 fn target(screen: &Screen, i: usize) -> Option<Target> {
@@ -111,7 +103,8 @@ async fn find(state: &Facade, session: &Session, query: &Query, within: Option<&
         let screen = screen(state, session).await?;
         let scope = match &parent {
             Some(found) => Some(
-                resolve(found, &screen)
+                found
+                    .on(&screen)
                     .ok_or_else(|| WdError::new(Code::StaleElementReference, "the element searched from is gone"))?
                     .i,
             ),
@@ -191,7 +184,7 @@ pub async fn current(state: &Facade, sid: &str, eid: &str) -> WdResult<(Arc<Sess
     let session = state.sessions.get(sid)?;
     let found = session.element(eid)?;
     let screen = screen(state, &session).await?;
-    let element = resolve(&found, &screen).cloned().ok_or_else(|| {
+    let element = found.on(&screen).cloned().ok_or_else(|| {
         WdError::new(Code::StaleElementReference, format!("element {eid} is no longer on the screen"))
     })?;
     Ok((session, screen, element))
@@ -409,9 +402,9 @@ mod tests {
         let mut changed = screen.clone();
         changed.commit += 1;
         changed.elements.remove(2);
-        assert_eq!(resolve(&again, &changed).map(|e| e.i), Some(5), "by its fingerprint");
+        assert_eq!(again.on(&changed).map(|e| e.i), Some(5), "by its fingerprint");
         changed.elements.retain(|e| e.i != 5);
-        assert!(resolve(&again, &changed).is_none(), "gone: stale");
+        assert!(again.on(&changed).is_none(), "gone: stale");
     }
 
     #[test]

@@ -84,7 +84,7 @@ async fn element_target(state: &Facade, session: &Session, params: &Map<String, 
         return Ok(Some(target));
     }
     let screen = screen(state, session).await?;
-    let element = elements::resolve(&found, &screen).ok_or_else(|| {
+    let element = found.on(&screen).ok_or_else(|| {
         WdError::new(Code::StaleElementReference, format!("element {eid} is no longer on the screen"))
     })?;
     Ok(Some(Target::Index { i: element.i }))

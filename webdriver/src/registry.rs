@@ -40,6 +40,17 @@ pub struct Found {
     pub target: Option<argus_proto::wire::Target>,
 }
 
+impl Found {
+    /// The element this names on `screen`, if it is still there: the same
+    /// one while the screen has not changed, else by its fingerprint.
+    pub fn on<'s>(&self, screen: &'s Screen) -> Option<&'s Element> {
+        if screen.commit == self.commit {
+            return screen.elements.iter().find(|e| e.i == self.i);
+        }
+        self.fingerprint.find(screen)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fingerprint {
     pub kind: argus_proto::wire::ElementKind,

@@ -208,7 +208,7 @@ pub async fn run_actions(state: &Facade, session: &Session, body: &Value) -> WdR
     let mut centres = HashMap::new();
     for id in actions::origins(body) {
         let found = session.element(&id)?;
-        let element = super::elements::resolve(&found, &screen).ok_or_else(|| {
+        let element = found.on(&screen).ok_or_else(|| {
             WdError::new(Code::StaleElementReference, format!("element {id} is no longer on the screen"))
         })?;
         let centre = element.frame.centre();

@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+pub use crate::error::CoreError;
 use crate::metrics::{Metrics, Snapshot};
 use crate::policy::{Next, Suspicion};
 use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
@@ -49,37 +50,6 @@ pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
 pub const HISTORY_WINDOW: u32 = 20;
 
 pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, tonic::Status>>;
-
-/// Why the coordinator refused a request.
-#[derive(Debug, thiserror::Error)]
-pub enum CoreError {
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    NoDevice(String),
-    #[error("no run {0}")]
-    NoRun(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the coordinator is shutting down")]
-    Stopped,
-    /// Work handed to a blocking thread did not come back (it panicked).
-    #[error("{0}")]
-    Internal(String),
-}
-
-impl From<CoreError> for tonic::Status {
-    fn from(error: CoreError) -> Self {
-        match error {
-            CoreError::Invalid(m) => tonic::Status::invalid_argument(m),
-            CoreError::NoDevice(m) => tonic::Status::failed_precondition(m),
-            CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
-            CoreError::Store(store) => store.into(),
-            CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
-            CoreError::Internal(m) => tonic::Status::internal(m),
-        }
-    }
-}
 
 /// One worker's stream: its name (its identity, stable across reconnects)
 /// and which of its connections this is. A worker that dials again while
@@ -205,8 +175,37 @@ impl Handle {
         self.ask(|reply| Command::Admit { selector, reply }).await?
     }
 
+    /// Takes a Submit: checked, estimated from history and written here, off
+    /// the owner task, so that a suite of 10,000 cases does not hold up anyone
+    /// else's leases; then handed to the owner task, which answers.
+    pub async fn submit(
+        &self,
+        store: &Store,
+        request: grpc::SubmitRequest,
+        traceparent: String,
+    ) -> Result<grpc::SubmitResponse, CoreError> {
+        // Parsing and expanding a large suite is CPU work of hundreds of
+        // milliseconds: on a blocking thread, not on one the owner task, the
+        // workers' links and the watches share.
+        let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
+        let suite = tokio::task::spawn_blocking(move || crate::submit::check(request)).await.map_err(stopped)??;
+        self.admit(suite.selector.clone()).await?;
+        let platform = suite.selector.platform.clone().unwrap_or_default();
+        let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let started_at = crate::time::now_ms();
+        let (suite, run) = tokio::task::spawn_blocking(move || {
+            let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
+            (suite, run)
+        })
+        .await
+        .map_err(stopped)?;
+        store.create_run(&run).await?;
+        self.submitted(suite, run, traceparent).await
+    }
+
     /// A run the caller checked and wrote: the owner takes it up.
-    pub async fn submitted(
+    async fn submitted(
         &self,
         suite: crate::submit::CheckedSuite,
         run: NewRun,
