@@ -77,7 +77,16 @@ impl AppMark {
         if hellos == 0 {
             return None;
         }
-        let (seq, t) = self.newest?;
+        // No fingerprint: the app's trace was empty when the mark was read,
+        // which a reset app's never is (its route is traced) but a process
+        // launched again just then is. Run the attempt again rather than
+        // trust it.
+        let Some((seq, t)) = self.newest else {
+            return Some(format!(
+                "the app reconnected during the attempt and its trace was empty when the attempt began (on port {}): it may have been relaunched",
+                self.port
+            ));
+        };
         match read_back(driver, seq, t).await {
             Ok(Fingerprint::Same | Fingerprint::Unknown) => None,
             Ok(Fingerprint::Behind(last)) => Some(format!(
