@@ -77,16 +77,7 @@ impl AppMark {
         if hellos == 0 {
             return None;
         }
-        // No fingerprint: the app's trace was empty when the mark was read,
-        // which a reset app's never is (its route is traced) but a process
-        // launched again just then is. Run the attempt again rather than
-        // trust it.
-        let Some((seq, t)) = self.newest else {
-            return Some(format!(
-                "the app reconnected during the attempt and its trace was empty when the attempt began (on port {}): it may have been relaunched",
-                self.port
-            ));
-        };
+        let (seq, t) = self.newest?;
         match read_back(driver, seq, t).await {
             Ok(Fingerprint::Same | Fingerprint::Unknown) => None,
             Ok(Fingerprint::Behind(last)) => Some(format!(
