@@ -339,9 +339,7 @@ impl Core {
     }
 
     pub(super) async fn apply_result(&mut self, finished: Finished) {
-        // The line as recorded: serialized once, where the coordinator
-        // made it (with the attempt and the device), and sent as it is.
-        let Finished { result, line, seq, next, outcome: recorded } = finished;
+        let Finished { result, line, seq, next, .. } = finished;
         let Some(lease) = self.leases.remove(&result.lease_id) else { return };
         let (run_id, case_id, attempt, device_id) =
             (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.device.clone());
@@ -383,7 +381,7 @@ impl Core {
             run.publish(watch::finished(
                 seq,
                 (&line.id, line.attempt),
-                recorded.run_case_json.clone().unwrap_or_else(|| line.to_line()),
+                line.to_line(),
                 device.clone(),
                 result.lease_to_first_call_us,
             ));
