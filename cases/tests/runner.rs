@@ -106,6 +106,7 @@ fn context(collect_events: bool) -> RunContext {
         collect_events,
         keep_going: false,
         pictures: None,
+        observe: false,
     }
 }
 
@@ -232,6 +233,7 @@ async fn why_names_the_steps_target_not_an_interruptions() {
         collect_events: false,
         keep_going: false,
         pictures: None,
+        observe: false,
     };
     let case = run(
         &fake,
@@ -309,8 +311,14 @@ async fn the_fixtures_wire_for_the_template_case() {
     let mut config = CasesConfig::defaults(&PathBuf::from("."));
     config.refs.insert("user".into(), "user_id".into());
     let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
-    let context =
-        RunContext { config, project: project.clone(), collect_events: false, keep_going: false, pictures: None };
+    let context = RunContext {
+        config,
+        project: project.clone(),
+        collect_events: false,
+        keep_going: false,
+        pictures: None,
+        observe: false,
+    };
     assert_eq!(
         project.fixtures.as_ref().unwrap().describe().await.unwrap(),
         Some(vec!["create_user".to_owned(), "give_points".to_owned(), "inspect".to_owned()])
@@ -370,8 +378,14 @@ async fn a_macro_with_conditions_presses_once() {
     }))
     .unwrap();
     let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
-    let context =
-        RunContext { config, project: project.clone(), collect_events: false, keep_going: false, pictures: None };
+    let context = RunContext {
+        config,
+        project: project.clone(),
+        collect_events: false,
+        keep_going: false,
+        pictures: None,
+        observe: false,
+    };
     let text = "---\nid: m\n---\nsetup:\n  - create_user: { as: u }\nsteps:\n  - app.enter: { as: u, then: \"#refresh\" }\n  - app.enter: { as: u }\n";
     let fake = Fake::new(&[]);
     let case = run(&fake, text, &context).await;

@@ -185,6 +185,7 @@ async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
         seq: 1,
         next_try: None,
         final_result: None,
+        observed: None,
     };
     let results: Vec<(String, AttemptOutcome)> = leases.iter().map(|l| (l.id.clone(), outcome.clone())).collect();
     let started = Instant::now();

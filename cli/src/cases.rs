@@ -172,6 +172,8 @@ async fn run_cases(args: RunArgs) -> ExitCode {
             camera: None,
             film_started: None,
         }),
+        // A local run keeps no history to compare with.
+        observe: false,
     };
     let code = tokio::select! {
         code = run_with_fixtures(&args, &cases, &run, &project, attach_timeout) => code,

@@ -190,6 +190,28 @@ impl grpc::runs_server::Runs for Services {
         Ok(Response::new(grpc::CancelResponse {}))
     }
 
+    async fn explain(&self, request: Request<grpc::ExplainRequest>) -> Result<Response<grpc::ExplainResponse>, Status> {
+        let run_id = request.into_inner().run_id;
+        self.store.get_run(&run_id).await?;
+        let (explained, groups) = argus_grid::explain::explain_run(&self.store, &run_id).await?;
+        Ok(Response::new(grpc::ExplainResponse {
+            cases: explained
+                .into_iter()
+                .map(|e| grpc::CaseExplained {
+                    case_id: e.case_id,
+                    attempt: e.attempt,
+                    cause: e.cause.kind.to_owned(),
+                    line: e.line,
+                    signature: e.signature,
+                })
+                .collect(),
+            groups: groups
+                .into_iter()
+                .map(|g| grpc::FailureGroup { cause: g.cause.to_owned(), signature: g.signature, case_ids: g.cases })
+                .collect(),
+        }))
+    }
+
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
         let run = self.store.get_run(&request.into_inner().run_id).await?;
         Ok(Response::new(summary(run)))

@@ -8,6 +8,7 @@
 //! - [`matching`]: which devices fit a run's selector or a session's wants;
 //! - [`waiting`]: a device's availability, and why a run waits;
 //! - [`submit`]: a suite checked and planned into a run;
+//! - [`explain`]: why a failed attempt failed, against its last pass;
 //! - [`watch`]: a run's updates as its clients stream them;
 //! - [`relay`]: fixtures and report pushes relayed to a project's client;
 //! - [`calls`]: calls to a device's app down its worker's link;
@@ -16,6 +17,7 @@
 pub mod calls;
 pub mod core;
 pub mod error;
+pub mod explain;
 pub mod matching;
 pub mod metrics;
 pub mod policy;

@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod auth;
 pub mod connect;
 pub mod number;
+pub mod observe;
 pub mod run;
 pub mod task;
 pub mod trace;

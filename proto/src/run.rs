@@ -115,6 +115,18 @@ pub enum StepStatus {
     Unsupported,
 }
 
+impl StepStatus {
+    /// As `cases.jsonl` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Passed => "passed",
+            StepStatus::Failed => "failed",
+            StepStatus::Skipped => "skipped",
+            StepStatus::Unsupported => "unsupported",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Section {

@@ -72,6 +72,7 @@ fn outcome() -> AttemptOutcome {
         seq: 1,
         next_try: None,
         final_result: None,
+        observed: None,
     }
 }
 

@@ -165,11 +165,13 @@ impl Store {
             }
         }
         let mut keys = Vec::with_capacity(results.len());
+        let mut taken = Vec::new();
         let mut steps = Vec::new();
         let (mut tries, mut finals) = (Vec::new(), Vec::new());
         for (lease_id, outcome) in results {
             match finished.get(lease_id) {
                 Some(key) => {
+                    taken.push((key, outcome));
                     steps.extend(outcome.steps.iter().enumerate().map(|(idx, step)| (key.clone(), idx as i64, step)));
                     if let Some((attempt, try_no)) = outcome.next_try {
                         tries.push(PendingTry {
@@ -211,6 +213,7 @@ impl Store {
             }
             query.execute(&mut *tx).await?;
         }
+        crate::observations::record(&mut tx, &taken).await?;
         tx.commit().await?;
         Ok(keys)
     }

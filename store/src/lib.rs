@@ -18,6 +18,7 @@ mod dashboard;
 mod fleet;
 mod history;
 mod import;
+mod observations;
 mod open;
 pub mod prune;
 mod retention;
@@ -27,6 +28,7 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
+pub use observations::{CaseRun, ObservationRow, Observed};
 pub use retention::Pruned;
 pub use sessions::{CommandRow, SessionRow};
 

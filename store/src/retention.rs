@@ -16,8 +16,15 @@ use super::{Store, StoreError};
 /// Cases whose attempts, steps and leases go in one transaction.
 pub const CASES_PER_BATCH: i64 = 200;
 /// What goes with a batch of a run's cases (those up to `$2` by name).
-const BATCH_DELETES: [(&str, &str); 4] = [
+/// A baseline's observation stays: it outlives its run.
+const BATCH_DELETES: [(&str, &str); 5] = [
     ("steps", "DELETE FROM steps WHERE run_id = $1 AND case_id <= $2"),
+    (
+        "observations",
+        "DELETE FROM observations WHERE run_id = $1 AND case_id <= $2 AND NOT EXISTS (SELECT 1 FROM baselines b \
+         WHERE b.run_id = observations.run_id AND b.case_id = observations.case_id \
+         AND b.attempt = observations.attempt AND b.try_no = observations.try_no)",
+    ),
     ("leases", "DELETE FROM leases WHERE run_id = $1 AND case_id <= $2"),
     ("attempts", "DELETE FROM attempts WHERE run_id = $1 AND case_id <= $2"),
     ("cases", "DELETE FROM cases WHERE run_id = $1 AND case_id <= $2"),

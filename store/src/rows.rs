@@ -97,6 +97,8 @@ pub struct AttemptOutcome {
     /// result.
     pub next_try: Option<(u32, u32)>,
     pub final_result: Option<String>,
+    /// What the attempt saw at each step, when its worker recorded it.
+    pub observed: Option<crate::observations::Observed>,
 }
 
 /// A finished attempt as a run's update log replays it, in `seq` order.

@@ -329,6 +329,7 @@ fn passed(ms: i64, at: i64) -> AttemptOutcome {
         seq: 0,
         next_try: None,
         final_result: None,
+        observed: None,
     }
 }
 

@@ -599,6 +599,7 @@ async fn run_lease(
         infrastructure_failure: true,
         error,
         lease_to_first_call_us: 0,
+        observed: None,
     };
     let case = match parsed.case(lease).await {
         Ok(case) => case,
@@ -662,11 +663,18 @@ async fn run_lease(
             camera,
             film_started: recording.as_ref().map(|r| r.started),
         }),
+        observe: slot.config.observe,
     };
     // The fingerprint is read while the runner lets the reset app settle
     // (its first call is `idle {300, 5000}`): it costs the attempt no time.
-    let (mut attempt, ()) =
+    let (attempted, ()) =
         tokio::join!(run_attempt_with(driver, &case, lease.attempt, &context, on_step), before.read(driver));
+    let (mut attempt, mut observed) = (attempted.case, attempted.observed);
+    if let Some(observed) = observed.as_mut() {
+        let label = |keys: &[&str]| keys.iter().find_map(|k| slot.config.labels.get(*k)).cloned().unwrap_or_default();
+        observed.device_model = label(&["model"]);
+        observed.os_version = label(&["platformVersion", "os", "osVersion"]);
+    }
     if let Some(recording) = recording {
         film(&mut attempt, recording).await;
     }
@@ -702,6 +710,7 @@ async fn run_lease(
         infrastructure_failure: lost.is_some(),
         error: lost.unwrap_or_default(),
         lease_to_first_call_us,
+        observed,
     }
 }
 

@@ -70,6 +70,14 @@ pub struct SlotConfig {
     pub serial: Option<String>,
     #[serde(default)]
     pub hooks: Hooks,
+    /// Keep a record of each step (its screen without frames, requests,
+    /// events): what "since it last passed" compares. `false` keeps none.
+    #[serde(default = "yes")]
+    pub observe: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_platform() -> String {
@@ -92,6 +100,7 @@ impl SlotConfig {
             udid: None,
             serial: None,
             hooks: Hooks::default(),
+            observe: true,
         }
     }
 

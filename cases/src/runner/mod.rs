@@ -8,6 +8,7 @@ mod app;
 mod commands;
 mod evidence;
 mod fixtures;
+mod observe;
 mod pictures;
 mod project;
 mod see;
@@ -77,6 +78,15 @@ pub struct RunContext {
     pub keep_going: bool,
     /// Screenshots of the steps, and where they go; none when absent.
     pub pictures: Option<Pictures>,
+    /// Record what the app showed and did at each step (`AttemptObserved`).
+    pub observe: bool,
+}
+
+/// An attempt as it ended: its lynkeus record, and what was seen of the app
+/// at each step when the run observes.
+pub struct Attempted {
+    pub case: RunCase,
+    pub observed: Option<argus_proto::grpc::AttemptObserved>,
 }
 
 /// Why a step did not pass.
@@ -160,11 +170,16 @@ struct Attempt<'a, D: Device> {
     carried_events: Vec<RunEvent>,
     /// Inside an interruption's own steps, which must not interrupt again.
     interrupting: bool,
+    /// The screen read after the current step, shared by its events' route
+    /// and its observation.
+    step_screen: Option<Value>,
+    /// Where the next step's share of the trace begins, for observations.
+    observed_seq: Option<u64>,
 }
 
 /// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
 pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: &RunContext) -> RunCase {
-    run_attempt_with(device, case, attempt, run, |_, _| {}).await
+    run_attempt_with(device, case, attempt, run, |_, _| {}).await.case
 }
 
 /// As [`run_attempt`], telling `on_step` of each step as it finishes.
@@ -174,7 +189,7 @@ pub async fn run_attempt_with<D: Device>(
     attempt: u32,
     run: &RunContext,
     mut on_step: impl FnMut(usize, &RunStep),
-) -> RunCase {
+) -> Attempted {
     let preparing = Instant::now();
     let mut state = Attempt {
         device,
@@ -190,6 +205,8 @@ pub async fn run_attempt_with<D: Device>(
         last_route: None,
         carried_events: Vec::new(),
         interrupting: false,
+        step_screen: None,
+        observed_seq: None,
     };
     // lynkeus launches a fresh app for every attempt and lets it settle with
     // `idle {300, 5000}` before the first step. A device on a grid is reset
@@ -210,19 +227,26 @@ pub async fn run_attempt_with<D: Device>(
     let steps: Vec<(&Step, Section)> =
         case.setup.iter().map(|s| (s, Section::Setup)).chain(case.steps.iter().map(|s| (s, Section::Steps))).collect();
     let mut records = Vec::with_capacity(steps.len());
+    let mut observations = Vec::new();
     let mut stopped = false;
     let mut result = CaseResult::Passed;
     for (step, section) in steps {
         let label = label(step);
         if stopped {
             records.push(record(label, StepStatus::Skipped, 0, None, section, None));
-            on_step(records.len() - 1, records.last().expect("just pushed"));
+            let last = records.last().expect("just pushed");
+            if run.observe {
+                observations.push(state.observe_step(records.len() - 1, last, false).await);
+            }
+            on_step(records.len() - 1, last);
             continue;
         }
         let step_started = Instant::now();
         state.last_target = None;
         state.last_route = None;
-        let outcome = if project::runs_here(step.on.as_deref(), hello.as_deref()) {
+        state.step_screen = None;
+        let here = project::runs_here(step.on.as_deref(), hello.as_deref());
+        let outcome = if here {
             let span = tracing::info_span!("step", step = %label);
             tracing::Instrument::instrument(state.step(step), span).await
         } else {
@@ -260,10 +284,16 @@ pub async fn run_attempt_with<D: Device>(
             (seconds * 100.0).round() / 100.0
         });
         records.push(RunStep { screenshot, video_s, ..record(label, status, ms, error, section, events) });
-        on_step(records.len() - 1, records.last().expect("just pushed"));
+        let last = records.last().expect("just pushed");
+        if run.observe {
+            let looked = here && app_or_macro && state.mark.is_some();
+            observations.push(state.observe_step(records.len() - 1, last, looked).await);
+        }
+        on_step(records.len() - 1, last);
     }
     let evidence = if result == CaseResult::Failed { Some(state.evidence().await) } else { None };
-    RunCase {
+    let observed = run.observe.then(|| observe::finish(observations, hello.as_deref()));
+    let case = RunCase {
         id: case.id.clone(),
         title: case.title.clone(),
         description: case.description.clone(),
@@ -276,7 +306,8 @@ pub async fn run_attempt_with<D: Device>(
         evidence,
         video: None,
         extra: Map::from_iter([(PREPARE_MS.to_owned(), Value::from(prepare_ms))]),
-    }
+    };
+    Attempted { case, observed }
 }
 
 /// The field of a `cases.jsonl` line (an addition lynkeus allows) that
@@ -355,6 +386,7 @@ impl<D: Device> Attempt<'_, D> {
                 let listed = trace.get("events").and_then(Value::as_array);
                 let app_ms = listed.into_iter().flatten().filter_map(|e| e.get("t").and_then(Value::as_u64)).max();
                 self.mark = Some(trace_seq);
+                self.observed_seq = Some(trace_seq);
                 self.begun = Some(Begun { trace_seq, app_ms });
             }
             return self.app(command, &value).await;
@@ -400,7 +432,7 @@ impl<D: Device> Attempt<'_, D> {
         let fresh = events.get(seen..)?.to_vec();
         // As lynkeus does after every app step: `events`, then `screen`; an
         // event is filed under the route the step left the app on.
-        let route = self.call("screen", None, CALL_TIMEOUT).await.ok().and_then(|s| s.get("route").cloned());
+        let route = self.screen_after_step().await.and_then(|s| s.get("route").cloned());
         Some(
             fresh
                 .into_iter()

@@ -273,7 +273,7 @@ impl Core {
     /// A result checked against its lease, with what the store records. A
     /// result whose RunCase does not parse is an infrastructure failure that
     /// says so, not a default.
-    pub(super) fn prepare_result(&mut self, worker: &str, result: grpc::AttemptResult) -> Option<Finished> {
+    pub(super) fn prepare_result(&mut self, worker: &str, mut result: grpc::AttemptResult) -> Option<Finished> {
         let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker && l.revoking.is_none())
         else {
             warn!(lease = %result.lease_id, worker, "result for a lease that is not current; refused");
@@ -303,6 +303,19 @@ impl Core {
         let retries = self.runs.get(&run_id).map_or(0, |r| r.retries);
         let next = crate::policy::after_attempt(line.as_ref().map(|l| l.result), attempt, lease.try_no, retries);
         let seq = self.runs.get_mut(&run_id).map_or(0, Run::take_seq);
+        // What the worker saw at each step, filed with the result.
+        let observed = match (result.observed.take(), self.runs.get(&run_id), line.as_ref()) {
+            (Some(observed), Some(run), Some(_)) => Some(Observed {
+                project: run.project.clone(),
+                branch: run.branch.clone(),
+                commit: run.commit.clone(),
+                platform: device.platform.clone(),
+                device_id: device.id.clone(),
+                worker_id: device.worker.clone(),
+                body: prost::Message::encode_to_vec(&observed),
+            }),
+            _ => None,
+        };
         let outcome = AttemptOutcome {
             result: line.as_ref().map(|l| result_name(l.result).to_owned()),
             infrastructure,
@@ -317,7 +330,7 @@ impl Core {
                         .iter()
                         .map(|s| StepRow {
                             step: s.step.clone(),
-                            status: format!("{:?}", s.status).to_lowercase(),
+                            status: s.status.as_str().to_owned(),
                             ms: s.ms as i64,
                             error: s.error.clone(),
                         })
@@ -333,6 +346,7 @@ impl Core {
                 Next::Final(result) => Some(result_name(result).to_owned()),
                 Next::RunAgain { .. } => None,
             },
+            observed,
         };
         let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
         Some(Finished { result, line, outcome, seq, next })

@@ -26,7 +26,7 @@ use crate::time::{Clock, iso};
 use crate::waiting::Availability;
 use crate::watch::{self, WatchStream, Watcher};
 use argus_store::{
-    AttemptOutcome, DeviceRecord, NewLease, NewRun, PendingTry, StepRow, Store, StoreError, WorkerRecord,
+    AttemptOutcome, DeviceRecord, NewLease, NewRun, Observed, PendingTry, StepRow, Store, StoreError, WorkerRecord,
 };
 
 mod fleet;
@@ -310,6 +310,11 @@ struct Case {
 
 struct Run {
     id: String,
+    /// Where its attempts' observations are filed (baselines are per
+    /// project and branch); `''` for a run without a branch or commit.
+    project: String,
+    branch: String,
+    commit: String,
     selector: Selector,
     retries: u32,
     priority: u32,

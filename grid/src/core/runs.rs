@@ -58,6 +58,9 @@ impl Core {
                 .collect();
             let run = Run {
                 id: row.id.clone(),
+                project: row.project.clone(),
+                branch: row.branch.clone().unwrap_or_default(),
+                commit: row.commit_sha.clone().unwrap_or_default(),
                 selector,
                 retries: row.retries as u32,
                 priority: row.priority as u32,
@@ -268,6 +271,9 @@ impl Core {
         let id = new_run.id.clone();
         let run = Run {
             id: id.clone(),
+            project: new_run.project.clone(),
+            branch: new_run.branch.clone().unwrap_or_default(),
+            commit: new_run.commit.clone().unwrap_or_default(),
             selector: suite.selector,
             retries: new_run.retries,
             priority: new_run.priority,
