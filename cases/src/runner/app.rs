@@ -236,6 +236,7 @@ impl<D: Device> Attempt<'_, D> {
     async fn until_pressable(&self, target: &Target, value: &Value) -> Result<(), StepError> {
         let started = Instant::now();
         let deadline = Duration::from_millis(ms(value, "timeoutMs").unwrap_or(3_000));
+        self.waits(deadline.as_millis() as u64);
         let hard = Duration::from_secs(15);
         let mut previous: Option<Value> = None;
         loop {
@@ -384,6 +385,7 @@ impl<D: Device> Attempt<'_, D> {
             }
         }
         let timeout = ms(value, "timeoutMs").or_else(|| ms(value, "timeout")).unwrap_or(10_000);
+        self.waits(timeout);
         if self.run.config.interruptions.is_empty() {
             self.wait_for(params, timeout).await?;
         } else {
@@ -436,7 +438,9 @@ impl<D: Device> Attempt<'_, D> {
         };
         let params = value.get("params").cloned();
         let expect = value.get("expect").and_then(Value::as_object).cloned().unwrap_or_default();
-        let deadline = Instant::now() + Duration::from_millis(ms(value, "timeoutMs").unwrap_or(3_000));
+        let timeout = ms(value, "timeoutMs").unwrap_or(3_000);
+        self.waits(timeout);
+        let deadline = Instant::now() + Duration::from_millis(timeout);
         loop {
             let answer = self.call(&command, params.clone(), CALL_TIMEOUT).await?;
             let mismatch = expect.iter().find_map(|(path, want)| {

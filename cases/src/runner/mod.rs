@@ -175,6 +175,9 @@ struct Attempt<'a, D: Device> {
     step_screen: Option<Value>,
     /// Where the next step's share of the trace begins, for observations.
     observed_seq: Option<u64>,
+    /// How long the current step could wait (0: it does not wait), set by
+    /// the command that waits: whether a failure timed out.
+    step_timeout_ms: std::sync::atomic::AtomicU64,
 }
 
 /// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
@@ -207,6 +210,7 @@ pub async fn run_attempt_with<D: Device>(
         interrupting: false,
         step_screen: None,
         observed_seq: None,
+        step_timeout_ms: Default::default(),
     };
     // lynkeus launches a fresh app for every attempt and lets it settle with
     // `idle {300, 5000}` before the first step. A device on a grid is reset
@@ -245,6 +249,7 @@ pub async fn run_attempt_with<D: Device>(
         state.last_target = None;
         state.last_route = None;
         state.step_screen = None;
+        state.step_timeout_ms.store(0, std::sync::atomic::Ordering::Relaxed);
         let here = project::runs_here(step.on.as_deref(), hello.as_deref());
         let outcome = if here {
             let span = tracing::info_span!("step", step = %label);
@@ -365,6 +370,11 @@ fn record(
 }
 
 impl<D: Device> Attempt<'_, D> {
+    /// The current step waits up to `ms`.
+    fn waits(&self, ms: u64) {
+        self.step_timeout_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn call(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, CallFailure> {
         self.device.call(method, params, timeout).await
     }

@@ -30,6 +30,7 @@ impl<D: Device> Attempt<'_, D> {
             status: record.status.as_str().to_owned(),
             ms: record.ms,
             error: record.error.as_deref().map(observe::clip).unwrap_or_default(),
+            timeout_ms: self.step_timeout_ms.load(std::sync::atomic::Ordering::Relaxed),
             ..StepObservation::default()
         };
         if !looked {

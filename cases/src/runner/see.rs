@@ -45,6 +45,7 @@ fn pathname(url: &str) -> &str {
 impl<D: Device> Attempt<'_, D> {
     pub(super) async fn see(&mut self, value: &Value) -> StepResult {
         let timeout = value.get("timeoutMs").and_then(Value::as_u64).unwrap_or(3_000);
+        self.waits(timeout);
         let deadline = Duration::from_millis(timeout);
         let hard = deadline.max(Duration::from_secs(12));
         let absent = value.get("absent").and_then(Value::as_bool).unwrap_or(false);
@@ -181,6 +182,7 @@ impl<D: Device> Attempt<'_, D> {
 
     pub(super) async fn wait_request(&mut self, request: &str, value: &Value) -> StepResult {
         let timeout = value.get("timeoutMs").and_then(Value::as_u64).unwrap_or(10_000);
+        self.waits(timeout);
         let status = value.get("status").and_then(Value::as_u64);
         let deadline = Instant::now() + Duration::from_millis(timeout);
         loop {

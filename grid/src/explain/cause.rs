@@ -10,11 +10,11 @@
 //!    request answered 5xx or nothing).
 //! 5. `app`: the app's version changed and the screen at the first
 //!    difference differs.
-//! 6. `timing`: the step timed out where the baseline's took more than
-//!    half that time.
+//! 6. `timing`: the step waited all it could (its timeout) where the
+//!    baseline's took more than half of that.
 //! 7. `device`: it failed on this device and passed on another, in this
-//!    run or since, and failed on no other device in the case's recent
-//!    history (the quarantine's rule, for one case).
+//!    run or since, and failed on no other device since it last passed
+//!    (the quarantine's rule, for one case).
 //! 8. `timing`: it passed on a retry on the same device, with nothing else
 //!    different from its baseline.
 //! 9. `unknown`: none of these; the evidence is what differs.
@@ -31,7 +31,8 @@ pub struct Facts {
     /// A device other than the failed attempt's where the case passed
     /// after failing there (this run's retry, or a later run).
     pub passed_elsewhere: Option<String>,
-    /// Failures of the case on devices other than this one, recently.
+    /// Failures of the case on devices other than this one since its
+    /// baseline (recently, without one).
     pub failed_elsewhere: usize,
     /// A later attempt of this run passed on the same device.
     pub passed_on_retry_here: bool,
@@ -80,16 +81,16 @@ pub fn cause(failed: &Side, baseline: Option<&Side>, changes: &Changes, facts: &
         return cause("app", evidence);
     }
     if let (Some(step), Some(baseline)) = (step, baseline)
-        && step.error.to_lowercase().contains("timed out")
+        && timed_out(step)
         && let Some(their) = baseline.observed.steps.get(step.index as usize)
-        && their.ms * 2 > step.ms
+        && their.ms * 2 > step.timeout_ms
     {
         return cause(
             "timing",
             vec![format!(
-                "{} timed out after {} ms; it took {} ms when it last passed, more than half of that",
+                "{} waited its {} ms and failed; it took {} ms when it last passed, more than half of that",
                 named(step),
-                step.ms,
+                step.timeout_ms,
                 their.ms
             )],
         );
@@ -112,6 +113,11 @@ pub fn cause(failed: &Side, baseline: Option<&Side>, changes: &Changes, facts: &
         evidence.push(format!("{} failed: {}", named(step), step.error));
     }
     cause("unknown", evidence)
+}
+
+/// The step used all the time it could wait, or its driver said it timed out.
+fn timed_out(step: &argus_proto::grpc::StepObservation) -> bool {
+    (step.timeout_ms > 0 && step.ms >= step.timeout_ms) || step.error.to_lowercase().contains("timed out")
 }
 
 fn screen_evidence(changes: &Changes) -> Vec<String> {

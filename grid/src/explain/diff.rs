@@ -401,7 +401,8 @@ fn median(values: &mut [u64]) -> u64 {
 }
 
 /// Steps beyond their own spread: slower than the median of recent passes
-/// by more than three spreads, twice the median and 200 ms together.
+/// by more than three spreads, half the median and 200 ms, whichever is
+/// most.
 fn slower(
     steps: &[StepObservation],
     theirs: Option<&[StepObservation]>,
@@ -426,7 +427,7 @@ fn slower(
         let usual = median(&mut times);
         let mut deviations: Vec<u64> = times.iter().map(|t| t.abs_diff(usual)).collect();
         let spread = median(&mut deviations);
-        let beyond = usual + (3 * spread).max(usual).max(200);
+        let beyond = usual + (3 * spread).max(usual / 2).max(200);
         if step.ms > beyond {
             slower.push(SlowerStep {
                 step: step.index + 1,

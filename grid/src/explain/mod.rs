@@ -77,6 +77,10 @@ pub struct Group {
 /// matters most (a broken request, the screen, a slower step, the app).
 pub fn line(changes: &Changes, has_baseline: bool) -> String {
     let mut parts: Vec<String> = Vec::new();
+    if let Some(first) = changes.first_difference.as_ref().filter(|f| f.kind == "route") {
+        let route = |r: &Option<String>| r.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| "no route".into());
+        parts.push(format!("on {}, not {}", route(&first.route), route(&first.baseline_route)));
+    }
     parts.extend(changes.requests.iter().filter(|r| r.broke()).take(2).map(|r| r.describe()));
     let screen = &changes.screen;
     parts.extend(screen.appeared.iter().take(2).map(|e| format!("{} appeared", e.0)));
@@ -126,7 +130,7 @@ pub fn group(explained: &[Explained]) -> Vec<Group> {
             }),
         }
     }
-    groups.sort_by(|a, b| b.cases.len().cmp(&a.cases.len()));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.cases.len()));
     groups
 }
 
@@ -206,9 +210,11 @@ pub async fn explain_row(store: &Store, row: &ObservationRow) -> Result<Explaine
             .filter(|h| h.result.as_deref() == Some("passed") && on(h) != row.device_id)
             .find(|h| h.finished_at.unwrap_or(0) >= row.finished_at)
             .map(on),
+        // Since it last passed: older failures elsewhere were another story.
         failed_elsewhere: history
             .iter()
             .filter(|h| h.result.as_deref() == Some("failed") && on(h) != row.device_id)
+            .filter(|h| baseline.as_ref().is_none_or(|b| h.finished_at.unwrap_or(0) > b.finished_at))
             .count(),
         passed_on_retry_here: history.iter().any(|h| {
             h.run_id == row.run_id

@@ -1,0 +1,223 @@
+//! "Why it failed" over the real grid: a coordinator, a worker, simulated
+//! apps whose model (the app and its backend) changes between runs, and
+//! each failure explained against the last time its case passed.
+#![allow(clippy::disallowed_methods)] // Tests start their helpers with tokio::spawn.
+
+use std::time::Duration;
+
+use argus_grid::explain::{self, Explained};
+use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
+use argus_sim::model::Model;
+use argus_store::Store;
+use argus_testkit::{Grid, Sim, free_ports};
+
+/// The app under test, as a model: a cart whose `POST /api/cart` answers
+/// `status`, whose checkout button is `#checkout_id`, at `version`, with a
+/// note that appears after `late_ms`.
+struct App {
+    status: u16,
+    checkout_id: &'static str,
+    version: &'static str,
+    late_ms: u64,
+    total: &'static str,
+}
+
+const GOOD: App = App { status: 200, checkout_id: "checkout", version: "2.3.1", late_ms: 1_600, total: "Total 10" };
+
+impl App {
+    fn model(&self) -> Model {
+        let after_add = if self.status < 400 { "navigate: Cart" } else { "show: unavailable" };
+        let text = format!(
+            r#"
+app: {{ name: Cart, version: {version} }}
+platform: ios
+initialRoute: Home
+routes:
+  Home:
+    elements:
+      - {{ kind: text, testId: title, text: Cart }}
+      - kind: button
+        testId: add
+        text: Add to cart
+        onPress:
+          - request: {{ method: POST, url: "https://api.shop.test/api/cart?session=abc", status: {status}, ms: 40 }}
+          - wait: 60
+          - {after_add}
+      - {{ kind: text, testId: unavailable, text: Service unavailable, visible: false }}
+      - {{ kind: text, testId: late, text: Ready, appearAfterMs: {late} }}
+  Cart:
+    elements:
+      - {{ kind: text, testId: total, text: "{total}" }}
+      - {{ kind: button, testId: {checkout}, text: Checkout }}
+"#,
+            version = self.version,
+            status = self.status,
+            after_add = after_add,
+            late = self.late_ms,
+            total = self.total,
+            checkout = self.checkout_id,
+        );
+        Model::parse(&text, "cart.yaml").unwrap()
+    }
+}
+
+fn file(id: &str, steps: &str) -> grpc::CaseFile {
+    grpc::CaseFile { path: format!("cases/{id}.md"), source: format!("---\nid: {id}\n---\nsteps:\n{steps}") }
+}
+
+const CART: &str =
+    "  - app.press: \"#add\"\n  - app.wait: Cart\n  - app.see: \"#total\"\n  - app.press: \"#checkout\"\n";
+
+const TOTAL: &str = "  - app.press: \"#add\"\n  - app.wait: Cart\n  - app.see: { testId: total, text: Total 10 }\n";
+
+/// Cases that add to the cart, one that waits for a late note.
+fn suite() -> Vec<grpc::CaseFile> {
+    vec![
+        file("cart", CART),
+        file("cart-again", CART),
+        file("late", "  - app.see: { testId: late, timeoutMs: 2500 }\n  - app.see: \"#title\"\n"),
+        file("total", TOTAL),
+        file("total-again", TOTAL),
+    ]
+}
+
+/// Submits on `main` at `commit` and waits for the end; the run's id.
+async fn run(url: &str, cases: Vec<grpc::CaseFile>, commit: &str, retries: u32) -> String {
+    let mut runs = RunsClient::connect(url.to_owned()).await.unwrap();
+    let request = grpc::SubmitRequest {
+        cases,
+        selector: Some(grpc::Selector { platform: "ios".into(), ..Default::default() }),
+        retries,
+        project: "cart".into(),
+        branch: "main".into(),
+        commit: commit.into(),
+        ..Default::default()
+    };
+    let run_id = runs.submit(request).await.unwrap().into_inner().run_id;
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: run_id.clone(), after_seq: 0 }).await.unwrap().into_inner();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let update =
+            tokio::time::timeout_at(deadline, updates.message()).await.expect("the run ended").unwrap().unwrap();
+        if let Some(run_update::Kind::RunFinished(_)) = update.kind {
+            return run_id;
+        }
+    }
+}
+
+/// Every app of the grid replaced by one of `apps` (one per port).
+async fn serve(grid: &mut Grid, ports: &[u16], apps: &[&App]) {
+    for sim in grid.sims.drain(..) {
+        sim.stop();
+    }
+    // The old apps' links close before the new ones dial.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (port, app) in ports.iter().zip(apps) {
+        grid.sims.push(Sim::start_with(*port, None, app.model()));
+    }
+    grid.wait_for_devices(ports.len()).await;
+}
+
+fn case<'a>(explained: &'a [Explained], id: &str) -> &'a Explained {
+    explained.iter().find(|e| e.case_id == id).unwrap_or_else(|| panic!("{id} explained: {explained:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
+    let database = argus_testkit::sqlite_url("argus-why");
+    let mut grid = Grid::on(&database).await;
+    let ports = free_ports(2);
+    grid.worker_on("w1", &ports);
+    serve(&mut grid, &ports, &[&GOOD, &GOOD]).await;
+    let store = Store::open(&database).await.unwrap();
+
+    // 1. Everything passes: each case has a baseline.
+    let first = run(&grid.url, suite(), "c1", 0).await;
+    let (explained, _) = explain::explain_run(&store, &first).await.unwrap();
+    assert!(explained.is_empty(), "{explained:#?}");
+
+    // 2. The backend answers 503 to POST /api/cart.
+    let backend = App { status: 503, ..GOOD };
+    serve(&mut grid, &ports, &[&backend, &backend]).await;
+    let second = run(&grid.url, suite(), "c2", 0).await;
+    let (explained, groups) = explain::explain_run(&store, &second).await.unwrap();
+    assert_eq!(explained.len(), 4, "{explained:#?}");
+    let cart = case(&explained, "cart");
+    assert_eq!(cart.cause.kind, "backend", "{cart:#?}");
+    let first_difference = cart.changes.first_difference.as_ref().unwrap();
+    // The press left the app on Home, where it had gone on to the cart.
+    assert_eq!((first_difference.step, first_difference.label.as_str()), (1, "app.press #add"), "{cart:#?}");
+    assert_eq!(
+        (first_difference.route.as_deref(), first_difference.baseline_route.as_deref()),
+        (Some("Home"), Some("Cart"))
+    );
+    assert_eq!(cart.changes.requests[0].describe(), "POST /api/cart 200 → 503");
+    assert!(cart.changes.screen.appeared.iter().any(|e| e.0 == "#unavailable"), "{cart:#?}");
+    assert!(
+        cart.line.starts_with("first differs at step 1 `app.press #add`: on Home, not Cart; POST /api/cart 200 → 503"),
+        "{}",
+        cart.line
+    );
+    let commits = cart.commits.as_ref().unwrap();
+    assert_eq!((commits.from.as_str(), commits.to.as_str(), commits.runs_between), ("c1", "c2", 0));
+    let started = cart.started.as_ref().unwrap();
+    assert_eq!(
+        (started.first_failure.commit.as_str(), started.last_pass.as_ref().unwrap().commit.as_str()),
+        ("c2", "c1")
+    );
+    // Both failures share the cause: one group.
+    assert_eq!(groups.len(), 1, "{groups:#?}");
+    assert_eq!((groups[0].cause, groups[0].signature.as_str()), ("backend", "POST /api/cart 503"));
+    assert_eq!(groups[0].cases.len(), 4);
+    // The same, as `argus run` asks for it.
+    let mut runs = RunsClient::connect(grid.url.clone()).await.unwrap();
+    let told = runs.explain(grpc::ExplainRequest { run_id: second.clone() }).await.unwrap().into_inner();
+    assert_eq!(told.cases.len(), 4);
+    assert_eq!(told.cases[0].line, explained[0].line);
+    assert_eq!(told.groups[0].case_ids.len(), 4);
+
+    // 3. A new app version renames the checkout button.
+    let renamed = App { checkout_id: "buy", version: "2.4.0", ..GOOD };
+    serve(&mut grid, &ports, &[&renamed, &renamed]).await;
+    let third = run(&grid.url, suite(), "c3", 0).await;
+    let (explained, _) = explain::explain_run(&store, &third).await.unwrap();
+    let cart = case(&explained, "cart");
+    assert_eq!(cart.cause.kind, "app", "{cart:#?}");
+    assert_eq!(cart.changes.first_difference.as_ref().unwrap().step, 4);
+    assert_eq!(cart.changes.screen.disappeared.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(), ["#checkout"]);
+    assert_eq!(cart.changes.screen.appeared.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(), ["#buy"]);
+    assert!(cart.line.contains("app 2.3.1 → 2.4.0"), "{}", cart.line);
+    assert_eq!(cart.signature, "#checkout missing");
+    // Its baseline is still the last pass, two runs back.
+    assert_eq!(cart.baseline.as_ref().unwrap().commit, "c1");
+    assert_eq!(cart.commits.as_ref().unwrap().runs_between, 1);
+
+    // 4. The late note comes too late.
+    let slow = App { late_ms: 3_000, version: "2.4.0", ..GOOD };
+    serve(&mut grid, &ports, &[&slow, &slow]).await;
+    let fourth = run(&grid.url, suite(), "c4", 0).await;
+    let (explained, _) = explain::explain_run(&store, &fourth).await.unwrap();
+    assert_eq!(explained.len(), 1, "{explained:#?}");
+    let late = case(&explained, "late");
+    assert_eq!(late.cause.kind, "timing", "{late:#?}");
+    assert_eq!(late.changes.slower.first().map(|s| s.step), Some(1), "{late:#?}");
+
+    // 5. A fixture step fails: test data, not the app.
+    let fixture = file("fixture", "  - app.see: \"#title\"\n  - create_user: { name: Ada }\n");
+    let fifth = run(&grid.url, vec![fixture], "c5", 0).await;
+    let (explained, _) = explain::explain_run(&store, &fifth).await.unwrap();
+    assert_eq!(explained[0].cause.kind, "test-data", "{explained:#?}");
+
+    // 6. One device's app is subtly wrong: the case fails there and passes
+    // on the other.
+    let right = App { version: "2.4.0", ..GOOD };
+    let wrong = App { total: "Total ?", ..right };
+    serve(&mut grid, &ports, &[&wrong, &right]).await;
+    let sixth = run(&grid.url, vec![file("total", TOTAL), file("total-again", TOTAL)], "c6", 1).await;
+    let failed = store.failed_observations(&sixth).await.unwrap();
+    assert!(!failed.is_empty(), "one of the two ran on the wrong app");
+    let explained = explain::explain_row(&store, &failed[0]).await.unwrap();
+    assert_eq!(explained.cause.kind, "device", "{explained:#?}");
+    assert!(explained.changes.screen.changed.iter().any(|c| c.field == "text" && c.to == "Total ?"), "{explained:#?}");
+}
