@@ -518,6 +518,16 @@ pub async fn execute(
     for line in crate::summary::summary(&totals, &lines, &retaken, started.elapsed()) {
         println!("{line}");
     }
+    if totals.failed > 0 {
+        match client.explain(grpc::ExplainRequest { run_id: run_id.clone() }).await {
+            Ok(explained) => {
+                for line in crate::summary::why(&explained.into_inner()) {
+                    println!("{line}");
+                }
+            }
+            Err(status) => println!("why it failed: the coordinator could not say ({})", status.message()),
+        }
+    }
     if !submitted.dashboard_url.is_empty() {
         println!("{}", submitted.dashboard_url);
     }

@@ -110,6 +110,18 @@ fn device<'a>(line: &'a RunCase, field: &str) -> Option<&'a str> {
 }
 
 /// `s` after a count other than one.
+/// Why each failed case failed, one line each (`✗ case [cause] first
+/// differs at step …`), then the causes that several share.
+pub fn why(explained: &argus_proto::grpc::ExplainResponse) -> Vec<String> {
+    let mut lines: Vec<String> =
+        explained.cases.iter().map(|case| format!("✗ {} [{}] {}", case.case_id, case.cause, case.line)).collect();
+    for group in explained.groups.iter().filter(|g| g.case_ids.len() > 1) {
+        let n = group.case_ids.len();
+        lines.push(format!("{} · {} · {n} case{}", group.cause, group.signature, plural(n)));
+    }
+    lines
+}
+
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }

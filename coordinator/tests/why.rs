@@ -10,6 +10,9 @@ use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_sim::model::Model;
 use argus_store::Store;
 use argus_testkit::{Grid, Sim, free_ports};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
 
 /// The app under test, as a model: a cart whose `POST /api/cart` answers
 /// `status`, whose checkout button is `#checkout_id`, at `version`, with a
@@ -119,6 +122,37 @@ async fn serve(grid: &mut Grid, ports: &[u16], apps: &[&App]) {
     grid.wait_for_devices(ports.len()).await;
 }
 
+/// A coordinator with its HTTP port on `database`: the grid and the port.
+async fn grid_with_pages(database: &str) -> (Grid, String) {
+    let store = Store::open(database).await.unwrap();
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (url, pages) = (format!("http://{}", grpc.local_addr().unwrap()), http.local_addr().unwrap().to_string());
+    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    let cancel = CancellationToken::new();
+    tokio::spawn(argus_coordinator::serve_with(grpc, store, options, cancel.clone()));
+    (Grid::around(url, cancel), pages)
+}
+
+async fn get(addr: &str, target: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await.unwrap().unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// The JSON object of a response, chunked or not.
+fn json_of(body: &str) -> serde_json::Value {
+    let start = body.find('{').unwrap_or_else(|| panic!("not JSON: {body:?}"));
+    let end = body.rfind('}').unwrap();
+    serde_json::from_str(&body[start..=end]).unwrap()
+}
+
 fn case<'a>(explained: &'a [Explained], id: &str) -> &'a Explained {
     explained.iter().find(|e| e.case_id == id).unwrap_or_else(|| panic!("{id} explained: {explained:#?}"))
 }
@@ -126,7 +160,7 @@ fn case<'a>(explained: &'a [Explained], id: &str) -> &'a Explained {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     let database = argus_testkit::sqlite_url("argus-why");
-    let mut grid = Grid::on(&database).await;
+    let (mut grid, pages) = grid_with_pages(&database).await;
     let ports = free_ports(2);
     grid.worker_on("w1", &ports);
     serve(&mut grid, &ports, &[&GOOD, &GOOD]).await;
@@ -176,6 +210,26 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     assert_eq!(told.cases.len(), 4);
     assert_eq!(told.cases[0].line, explained[0].line);
     assert_eq!(told.groups[0].case_ids.len(), 4);
+    // And as the dashboard shows it: the diff's JSON, the run page.
+    let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/cases/cart/diff")).await;
+    assert_eq!(status, 200, "{body}");
+    let diff = json_of(&body);
+    assert_eq!(diff["cause"]["kind"], "backend", "{diff}");
+    assert_eq!(diff["cause"]["evidence"][0], "POST /api/cart 200 → 503", "{diff}");
+    assert_eq!((diff["requests"][0]["from"].as_u64(), diff["requests"][0]["to"].as_u64()), (Some(200), Some(503)));
+    assert_eq!(diff["first_difference"]["step"], 1);
+    assert_eq!(diff["baseline"]["commit"], "c1");
+    assert_eq!(diff["line"], cart.line.as_str());
+    let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/cases/late/diff")).await;
+    assert_eq!(status, 404, "late passed: {body}");
+    assert_eq!(json_of(&body)["error"], format!("run {second} has no record of a failed attempt of case late"));
+    let (status, body) = get(&pages, &format!("/runs/{second}")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("Why it failed") && body.contains("POST /api/cart 503 · 4 cases"), "{body}");
+    assert!(
+        body.contains("first differs at step 1 <code>") || body.contains("first differs at step 1 `app.press #add`"),
+        "{body}"
+    );
 
     // 3. A new app version renames the checkout button.
     let renamed = App { checkout_id: "buy", version: "2.4.0", ..GOOD };

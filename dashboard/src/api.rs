@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::view::{CaseHistory, RunDetail, RunView, iso};
+use super::view::{CaseHistory, RunDetail, RunView, WhyLine, iso};
 
 use crate::Dashboard;
 use argus_grid::time::now_ms;
@@ -27,6 +27,15 @@ impl From<StoreError> for ApiError {
                 tracing::warn!(error = %other, "the store could not answer a dashboard request");
                 ApiError(StatusCode::SERVICE_UNAVAILABLE, "the store could not answer; try again".into())
             }
+        }
+    }
+}
+
+impl From<argus_grid::explain::ExplainError> for ApiError {
+    fn from(error: argus_grid::explain::ExplainError) -> Self {
+        match error {
+            argus_grid::explain::ExplainError::Store(error) => error.into(),
+            undecodable => ApiError(StatusCode::INTERNAL_SERVER_ERROR, undecodable.to_string()),
         }
     }
 }
@@ -173,7 +182,48 @@ pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiErr
     let mut detail = RunDetail::new(view, attempts);
     let devices: Vec<String> = detail.lanes().into_keys().collect();
     detail.models = state.store.device_models(&devices).await?.into_iter().collect();
+    if detail.counts.failed > 0 {
+        let (explained, causes) = argus_grid::explain::explain_run(&state.store, id).await?;
+        detail.why = explained
+            .into_iter()
+            .map(|e| WhyLine {
+                case_id: e.case_id,
+                attempt: e.attempt,
+                cause: e.cause.kind,
+                signature: e.signature,
+                line: e.line,
+            })
+            .collect();
+        detail.causes = causes;
+    }
     Ok(detail)
+}
+
+/// `?attempt=N`: which failed attempt a diff explains (the case's last
+/// failed one when left out).
+#[derive(Debug, Default, Deserialize)]
+pub struct DiffQuery {
+    pub attempt: Option<u32>,
+}
+
+/// `GET /api/v1/runs/{id}/cases/{case}/diff`: a failed attempt against the
+/// last time its case passed, with the cause and its evidence.
+pub async fn diff(
+    State(state): State<Dashboard>,
+    Path((id, case)): Path<(String, String)>,
+    Query(query): Query<DiffQuery>,
+) -> Result<Json<argus_grid::explain::Explained>, ApiError> {
+    state.store.get_run(&id).await?;
+    match argus_grid::explain::explain_case(&state.store, &id, &case, query.attempt).await? {
+        Some(explained) => Ok(Json(explained)),
+        None => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            match query.attempt {
+                Some(n) => format!("run {id} has no record of a failed attempt {n} of case {case}"),
+                None => format!("run {id} has no record of a failed attempt of case {case}"),
+            },
+        )),
+    }
 }
 
 pub async fn run(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {

@@ -221,9 +221,28 @@ pub struct RunDetail {
     pub cases: Vec<CaseView>,
     /// Each device's model, where its slot names one (label `model`).
     pub models: BTreeMap<String, String>,
+    /// Why each failed case failed, against its last pass (the diff API's
+    /// `line`, `cause` and `signature`), and the failures that share a cause.
+    pub why: Vec<WhyLine>,
+    pub causes: Vec<argus_grid::explain::Group>,
+}
+
+/// One failed case, explained in a line.
+#[derive(Debug, Clone, Serialize)]
+pub struct WhyLine {
+    pub case_id: String,
+    pub attempt: u32,
+    pub cause: &'static str,
+    pub signature: String,
+    pub line: String,
 }
 
 impl RunDetail {
+    /// The line that explains `case`, when it failed.
+    pub fn why_of(&self, case: &str) -> Option<&WhyLine> {
+        self.why.iter().find(|w| w.case_id == case)
+    }
+
     pub fn new(run: RunView, attempts: Vec<AttemptDetail>) -> Self {
         let mut cases: Vec<CaseView> = Vec::new();
         for row in attempts {
@@ -256,7 +275,7 @@ impl RunDetail {
             }
         }
         let counts = RunCounts::of(&cases);
-        Self { run, counts, cases, models: BTreeMap::new() }
+        Self { run, counts, cases, models: BTreeMap::new(), why: Vec::new(), causes: Vec::new() }
     }
 
     /// Per device, the attempts it ran, for the timeline.
