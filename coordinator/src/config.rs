@@ -34,6 +34,8 @@ pub struct CoordinatorSettings {
     pub tls_key: Option<PathBuf>,
     pub client_grace: u64,
     pub keep_days: Option<u64>,
+    /// Days the step records of passing attempts are kept.
+    pub step_records_days: u64,
     pub standby: bool,
 }
 
@@ -56,6 +58,7 @@ impl Default for CoordinatorSettings {
             tls_key: None,
             client_grace: 60,
             keep_days: None,
+            step_records_days: argus_store::prune::STEP_RECORDS_DAYS,
             standby: false,
         }
     }

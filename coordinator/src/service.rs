@@ -345,6 +345,9 @@ pub struct Options {
     /// Remove whole runs older than this, every hour (`--keep-days`);
     /// without it everything is kept.
     pub keep: Option<std::time::Duration>,
+    /// Keep passing attempts' step records this long, pruned every hour;
+    /// [`argus_store::prune::STEP_RECORDS_DAYS`] when `None`.
+    pub step_records: Option<std::time::Duration>,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -385,7 +388,7 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls, core: mut core_config, artifacts, keep } = options;
+    let Options { tokens, http, tls, core: mut core_config, artifacts, keep, step_records } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     // Links to the dashboard: where it was said to be, else the HTTP
     // address when it names one host (not 0.0.0.0).
@@ -419,6 +422,15 @@ pub async fn serve_with(
             &tasks,
         );
     }
+    let step_records =
+        step_records.unwrap_or(std::time::Duration::from_secs(argus_store::prune::STEP_RECORDS_DAYS * 86_400));
+    argus_store::prune::keep_step_records(
+        store.clone(),
+        step_records,
+        argus_store::prune::EVERY,
+        shutdown.clone(),
+        &tasks,
+    );
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let guard = crate::http::Guard {

@@ -99,6 +99,47 @@ async fn remove_run(store: &Store, run_id: &str) -> Result<Pruned, StoreError> {
     Ok(removed)
 }
 
+/// Days the step records of passing attempts are kept by default (for the
+/// replay of recent attempts); see [`Store::prune_observations`].
+pub const STEP_RECORDS_DAYS: u64 = 7;
+/// Step records removed per statement.
+const STEP_RECORDS_PER_BATCH: i64 = 500;
+
+/// Removes passing attempts' step records older than `window` every
+/// `every` until `shutdown` (failures, baselines and what failures are
+/// compared with stay).
+pub fn keep_step_records(
+    store: Store,
+    window: Duration,
+    every: Duration,
+    shutdown: CancellationToken,
+    tasks: &TaskTracker,
+) {
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            let mut wait = FIRST_AFTER.min(every);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                wait = every;
+                let pruning = store.prune_observations(cutoff_from_now(window), STEP_RECORDS_PER_BATCH);
+                let result = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    result = pruning => result,
+                };
+                match result {
+                    Ok(0) => {}
+                    Ok(removed) => info!(removed, days = window.as_secs() / 86_400, "removed old step records"),
+                    Err(error) => warn!(%error, "removing old step records failed; trying again at the next hour"),
+                }
+            }
+        },
+        tracing::info_span!("step records"),
+    ));
+}
+
 /// Prunes what is older than `keep` every `every` until `shutdown`.
 pub fn keep(
     store: Store,

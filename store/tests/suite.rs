@@ -46,7 +46,51 @@ on_both!(
     webdriver_sessions_and_their_commands_are_kept,
     old_runs_are_removed_whole_and_their_flakiness_stays,
     a_coordinator_with_a_window_prunes_by_itself,
+    step_records_keep_failures_and_baselines_and_lose_old_passes,
 );
+
+fn observed(body: &[u8]) -> Option<argus_store::Observed> {
+    Some(argus_store::Observed {
+        project: "shop".into(),
+        branch: "main".into(),
+        commit: "abc123".into(),
+        platform: "ios".into(),
+        device_id: "w1/8123".into(),
+        worker_id: "w1".into(),
+        body: body.to_vec(),
+    })
+}
+
+async fn step_records_keep_failures_and_baselines_and_lose_old_passes(store: Store) {
+    // Three passes of `a`, then a failure: the failure is tied to the
+    // newest pass (its baseline then), and the two older passes are only
+    // kept for the window.
+    store.create_run(&run("r1", 1_000, &["a", "b"])).await.unwrap();
+    for (n, at) in [(1, 1_100), (2, 1_200), (3, 1_300)] {
+        let id = format!("l{n}");
+        store.grant_lease(&lease(&id, "r1", "a", n, 1)).await.unwrap();
+        let outcome = AttemptOutcome { next_try: Some((n + 1, 1)), observed: observed(b"pass"), ..passed(5, at) };
+        store.finish_attempt(&id, &outcome).await.unwrap();
+    }
+    store.grant_lease(&lease("l4", "r1", "a", 4, 1)).await.unwrap();
+    let fail = AttemptOutcome { observed: observed(b"fail"), final_result: Some("failed".into()), ..failed(5, 1_400) };
+    store.finish_attempt("l4", &fail).await.unwrap();
+    let failure = store.failed_observations("r1").await.unwrap();
+    assert_eq!(failure.len(), 1);
+    assert_eq!(failure[0].body, b"fail");
+    let baseline = failure[0].baseline_key().expect("compared with the last pass");
+    assert_eq!((baseline.attempt, baseline.try_no), (3, 1));
+    assert_eq!(store.observation_of(&baseline).await.unwrap().unwrap().body, b"pass");
+    // Not yet past the window: nothing goes.
+    assert_eq!(store.prune_observations(1_000, 1).await.unwrap(), 0);
+    // Past it: the two older passes go, one statement at a time.
+    assert_eq!(store.prune_observations(10_000, 1).await.unwrap(), 2);
+    assert!(store.observation("r1", "a", 1).await.unwrap().is_none());
+    assert!(store.observation("r1", "a", 3).await.unwrap().is_some(), "the baseline stays");
+    assert!(store.observation("r1", "a", 4).await.unwrap().is_some(), "the failure stays");
+    let (rows, bytes) = store.observation_bytes().await.unwrap();
+    assert_eq!((rows, bytes), (2, 8));
+}
 
 async fn a_coordinator_with_a_window_prunes_by_itself(store: Store) {
     use std::time::Duration;

@@ -92,6 +92,13 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_KEEP_DAYS", value_name = "DAYS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     keep_days: Option<u64>,
+    /// Keep the step records (screens, requests, events) of passing
+    /// attempts this many days; failures' records, each case's baseline and
+    /// the passes failures are compared with stay as long as their runs
+    /// [default: 7].
+    #[arg(long, env = "ARGUS_STEP_RECORDS_DAYS", value_name = "DAYS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_records_days: Option<u64>,
     /// Accepted for older configurations: on Postgres every coordinator
     /// serves only while it holds the database's lock and stands by (health
     /// NOT_SERVING) while another does. SQLite refuses it.
@@ -208,7 +215,16 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
     };
     let keep = settings.keep_days.map(|days| Duration::from_secs(days.saturating_mul(86_400)));
-    let options = argus_coordinator::Options { tokens, http: Some(http), tls, core, artifacts: Some(artifacts), keep };
+    let step_records = Duration::from_secs(settings.step_records_days.saturating_mul(86_400));
+    let options = argus_coordinator::Options {
+        tokens,
+        http: Some(http),
+        tls,
+        core,
+        artifacts: Some(artifacts),
+        keep,
+        step_records: Some(step_records),
+    };
     match argus_coordinator::serve_with(listener, store, options, shutdown).await {
         Ok(()) if lost.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
