@@ -2,6 +2,7 @@
 # Starts a throwaway Postgres for the tests from the local binaries and
 # prints its URL. Postgres will not run as root, so the cluster belongs to
 # the `postgres` user when there is one. Stop it with: .ci/postgres.sh stop DIR
+# fsync is off for the tests; a benchmark asks for it on: PG_FSYNC=on.
 set -euo pipefail
 
 bin=${PG_BIN:-/usr/lib/postgresql/15/bin}
@@ -23,6 +24,6 @@ else
 fi
 run "$bin/initdb" -D "$dir/data" -U argus --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
 run "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null \
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=${PG_FSYNC:-off} -c max_connections=200" start >/dev/null \
   || { cat "$dir/postgres.log" >&2; exit 1; }
 echo "postgres://argus@127.0.0.1:$port/postgres $dir"

@@ -12,10 +12,18 @@
 //! - cases of ~0.4 s: makespan ÷ lower bound, and the gap between one
 //!   attempt ending and the next starting on the same device, p50/p99;
 //! - the process's CPU time and peak RSS (coordinator, workers and apps
-//!   together).
+//!   together);
+//! - what recording every step costs: the one-step results per second and
+//!   the same-device gap above beside the same suites on a fresh grid whose
+//!   slots do not record (`observe = false`), and their ratio (goal ≥ 0.95);
+//! - what the records weigh: a 10,000-case nightly (the shop's login, nine
+//!   steps, and in 5% of cases a tenth that fails) run through the grid,
+//!   then the stored bytes per step, per attempt and for the nightly, before
+//!   and after the records of passing attempts that are no baseline age out.
 //!
-//! `cargo bench -p argus --bench grid [-- DEVICES[,DEVICES…] [CASES]]`,
-//! default `64 1000`. Postgres from `ARGUS_BENCH_POSTGRES_URL` (or
+//! `cargo bench -p argus --bench grid [-- DEVICES[,DEVICES…] [CASES]
+//! [--nightly[=CASES]]]`, default `64 1000`, the nightly's weight only when
+//! asked (10,000 cases by default, on Postgres when there is one). Postgres from `ARGUS_BENCH_POSTGRES_URL` (or
 //! `ARGUS_TEST_POSTGRES_URL`); give it a server with fsync on, as a team
 //! runs it. SQLite always.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
@@ -31,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 mod support;
 
-use support::{free_port, grid, histogram, ms, suite};
+use support::{free_port, grid, grid_with, histogram, ms, suite};
 
 // The allocator the `argus` binary runs with.
 #[global_allocator]
@@ -220,13 +228,17 @@ fn same_device_gaps(lines: &[RunCase]) -> Histogram<u64> {
     gaps
 }
 
-async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
+/// The steps of a one-step case, and of a ~0.4 s one.
+const ONE_STEP: &str = "  - app.see: \"#title\"\n";
+const TIMED: &str = "  - app.see: \"#title\"\n  - app.wait: 400\n";
+
+async fn bench(store: &str, database: &str, plain: &str, devices: usize, cases: usize) {
     let cancel = CancellationToken::new();
     let (cpu_before, _) = usage();
     let url = grid(database, devices, &cancel).await;
     // Throughput: one-step cases, ten per device at least.
     let quick = cases.max(devices * 10);
-    let measured = run(&url, suite(quick, "see", "  - app.see: \"#title\"\n"), quick).await;
+    let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
     let rate = quick as f64 / measured.wall.as_secs_f64();
     let (leases_alone, results_alone) = store_alone(database, quick).await;
     println!("{store}, {devices} devices, {quick} one-step cases:");
@@ -261,7 +273,7 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     let fc = &measured.first_call;
     println!("  {:<46} {:>10.2} ms p50 {:>8.2} ms p99", "lease granted -> first call", ms(fc, 0.5), ms(fc, 0.99));
     // Makespan: cases of ~0.4 s.
-    let timed = run(&url, suite(cases, "wait", "  - app.see: \"#title\"\n  - app.wait: 400\n"), cases).await;
+    let timed = run(&url, suite(cases, "wait", TIMED), cases).await;
     let busy_ms: f64 = timed.lines.iter().map(|l| held_ms(l) as f64).sum();
     let longest = timed.lines.iter().map(held_ms).max().unwrap_or(0) as f64;
     let lower = (busy_ms / devices as f64).max(longest);
@@ -288,6 +300,103 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     );
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // The same suites on a fleet that keeps no step records, after the one
+    // that does (so that a warmer machine favours not recording).
+    let cancel = CancellationToken::new();
+    let url = grid_with(plain, devices, false, &cancel).await;
+    let bare = run(&url, suite(quick, "see", ONE_STEP), quick).await;
+    let bare_rate = quick as f64 / bare.wall.as_secs_f64();
+    let bare_gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
+    cancel.cancel();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    println!("{store}, {devices} devices, recording every step (as above) and not (`observe = false`, a fresh grid):");
+    println!(
+        "  {:<46} {:>10.0}   without {:>8.0}   with/without {:>5.2}",
+        "results written / s",
+        rate,
+        bare_rate,
+        rate / bare_rate
+    );
+    println!(
+        "  {:<46} {:>7.2} ms p99   without {:>5.2} ms p99 (p50 {:.2} and {:.2} ms)",
+        "same-device gap",
+        ms(&gaps, 0.99),
+        ms(&bare_gaps, 0.99),
+        ms(&gaps, 0.5),
+        ms(&bare_gaps, 0.5)
+    );
+}
+
+/// A nightly of `cases` login cases (nine steps each, with requests and
+/// screens) of which one in twenty has a tenth step that fails, on a fresh grid:
+/// the bytes its step records take in the store, as they are written and
+/// once the passing attempts' records that are no baseline have aged out.
+async fn records_weight(store: &str, database: &str, devices: usize, cases: usize) {
+    let login =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop/cases/login.md")).unwrap();
+    let steps: String = login
+        .split("steps:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| format!("{}\n", l.replace("{{matrix.user}}", "ada")))
+        .collect();
+    let failing = cases / 20;
+    let mut suite_files = suite(cases - failing, "nightly", &steps);
+    suite_files.extend(suite(
+        failing,
+        "broken",
+        &format!("{steps}  - app.see: {{ testId: nowhere, timeoutMs: 200 }}\n"),
+    ));
+    let cancel = CancellationToken::new();
+    let url = grid(database, devices, &cancel).await;
+    let measured = run(&url, suite_files, cases).await;
+    cancel.cancel();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let failed = measured.lines.iter().filter(|l| l.result == argus_proto::run::CaseResult::Failed).count();
+    let steps_run: u64 = measured.lines.iter().map(|l| l.steps.len() as u64).sum();
+    let store_now = Store::open(database).await.unwrap();
+    let (rows, bytes) = store_now.observation_bytes().await.unwrap();
+    let on_disk = table_bytes(database).await;
+    println!(
+        "{store}, a nightly of {cases} nine-step cases, {failed} failed, {steps_run} steps, in {:.0} s:",
+        measured.wall.as_secs_f64()
+    );
+    println!(
+        "  {:<46} {:>10} rows {:>10.1} MiB   {:>6.0} B/attempt {:>5.0} B/step{}",
+        "step records as written",
+        rows,
+        bytes as f64 / 1048576.0,
+        bytes as f64 / rows.max(1) as f64,
+        bytes as f64 / steps_run.max(1) as f64,
+        on_disk.map(|d| format!("   {:.1} MiB on disk", d as f64 / 1048576.0)).unwrap_or_default()
+    );
+    // As the hourly keeper leaves them once the window has passed.
+    store_now.prune_observations(i64::MAX, 500).await.unwrap();
+    let (rows, bytes) = store_now.observation_bytes().await.unwrap();
+    println!(
+        "  {:<46} {:>10} rows {:>10.1} MiB   (the failures and one baseline per case)",
+        "kept past the window (--step-records-days)",
+        rows,
+        bytes as f64 / 1048576.0
+    );
+    store_now.close().await;
+}
+
+/// The step records' tables on disk with their indexes (Postgres).
+async fn table_bytes(database: &str) -> Option<i64> {
+    use sqlx::Connection;
+    if !database.starts_with("postgres") {
+        return None;
+    }
+    let mut db = sqlx::PgConnection::connect(database).await.ok()?;
+    sqlx::query_scalar(
+        "SELECT CAST(pg_total_relation_size('observations') + pg_total_relation_size('baselines') AS BIGINT)",
+    )
+    .fetch_one(&mut db)
+    .await
+    .ok()
 }
 
 fn main() {
@@ -295,21 +404,45 @@ fn main() {
     let fleets: Vec<usize> =
         args.first().map(|a| a.split(',').filter_map(|n| n.parse().ok()).collect()).unwrap_or_else(|| vec![64]);
     let cases: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    // `--nightly[=CASES]`: also the weight of a nightly's step records.
+    let nightly = std::env::args().find_map(|a| {
+        a.strip_prefix("--nightly").map(|n| n.strip_prefix('=').and_then(|n| n.parse().ok()).unwrap_or(10_000))
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async move {
         let postgres =
             std::env::var("ARGUS_BENCH_POSTGRES_URL").or_else(|_| std::env::var("ARGUS_TEST_POSTGRES_URL")).ok();
-        for devices in fleets {
-            let db = std::env::temp_dir().join(format!("argus-grid-bench-{}-{devices}.db", std::process::id()));
-            bench("SQLite", &format!("sqlite:{}", db.display()), devices, cases).await;
-            let _ = std::fs::remove_file(db);
+        let sqlite = |name: &str, devices: usize| {
+            std::env::temp_dir().join(format!("argus-grid-bench-{}-{name}-{devices}.db", std::process::id()))
+        };
+        for devices in fleets.iter().copied() {
+            let (db, plain) = (sqlite("records", devices), sqlite("plain", devices));
+            let url = |path: &std::path::Path| format!("sqlite:{}", path.display());
+            bench("SQLite", &url(&db), &url(&plain), devices, cases).await;
+            let _ = (std::fs::remove_file(db), std::fs::remove_file(plain));
             match &postgres {
                 Some(admin) => {
-                    let name = format!("argus_grid_bench_{}_{devices}", std::process::id());
-                    let url = Store::create_database(admin, &name).await.expect("the bench Postgres answers");
-                    bench("Postgres", &url, devices, cases).await;
+                    let name = |what: &str| format!("argus_grid_bench_{}_{what}_{devices}", std::process::id());
+                    let db = Store::create_database(admin, &name("records")).await.expect("the bench Postgres answers");
+                    let plain = Store::create_database(admin, &name("plain")).await.unwrap();
+                    bench("Postgres", &db, &plain, devices, cases).await;
                 }
                 None => println!("Postgres: set ARGUS_BENCH_POSTGRES_URL (or ARGUS_TEST_POSTGRES_URL) to measure it"),
+            }
+        }
+        if let Some(nightly) = nightly {
+            let devices = fleets.first().copied().unwrap_or(64);
+            match &postgres {
+                Some(admin) => {
+                    let name = format!("argus_grid_bench_{}_nightly", std::process::id());
+                    let db = Store::create_database(admin, &name).await.expect("the bench Postgres answers");
+                    records_weight("Postgres", &db, devices, nightly).await;
+                }
+                None => {
+                    let db = sqlite("nightly", devices);
+                    records_weight("SQLite", &format!("sqlite:{}", db.display()), devices, nightly).await;
+                    let _ = std::fs::remove_file(db);
+                }
             }
         }
         println!("goals: makespan/lower bound <= 1.10; same-device gap p99 <= 20 ms and lease -> first call p99 < 10 ms at 64 devices; at 500 devices >= 2,000 leases/s and >= 5,000 results/s, grid/store >= 0.8; submit of 10,000 cases < 1 s");

@@ -115,29 +115,16 @@ pub fn keep_step_records(
     shutdown: CancellationToken,
     tasks: &TaskTracker,
 ) {
-    tasks.spawn(tracing::Instrument::instrument(
+    periodically(tracing::info_span!("step records"), every, shutdown, tasks, move || {
+        let store = store.clone();
         async move {
-            let mut wait = FIRST_AFTER.min(every);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
-                }
-                wait = every;
-                let pruning = store.prune_observations(cutoff_from_now(window), STEP_RECORDS_PER_BATCH);
-                let result = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    result = pruning => result,
-                };
-                match result {
-                    Ok(0) => {}
-                    Ok(removed) => info!(removed, days = window.as_secs() / 86_400, "removed old step records"),
-                    Err(error) => warn!(%error, "removing old step records failed; trying again at the next hour"),
-                }
+            match store.prune_observations(cutoff_from_now(window), STEP_RECORDS_PER_BATCH).await {
+                Ok(0) => {}
+                Ok(removed) => info!(removed, days = window.as_secs() / 86_400, "removed old step records"),
+                Err(error) => warn!(%error, "removing old step records failed; trying again at the next hour"),
             }
-        },
-        tracing::info_span!("step records"),
-    ));
+        }
+    });
 }
 
 /// Prunes what is older than `keep` every `every` until `shutdown`.
@@ -149,6 +136,38 @@ pub fn keep(
     shutdown: CancellationToken,
     tasks: &TaskTracker,
 ) {
+    periodically(tracing::info_span!("retention"), every, shutdown, tasks, move || {
+        let (store, artifacts) = (store.clone(), artifacts.clone());
+        async move {
+            match prune(&store, artifacts.as_ref(), cutoff_from_now(keep)).await {
+                Ok(pruned) if pruned == Pruned::default() => {}
+                Ok(pruned) => info!(
+                    runs = pruned.runs,
+                    attempts = pruned.attempts,
+                    steps = pruned.steps,
+                    sessions = pruned.sessions,
+                    keep_days = keep.as_secs() / 86_400,
+                    "removed history older than the window"
+                ),
+                Err(error) => warn!(%error, "pruning old history failed; trying again at the next hour"),
+            }
+        }
+    });
+}
+
+/// Runs `work` in a tracked task a little after the start and then every
+/// `every`, until `shutdown` (which also stops a pass midway: each pass is
+/// made of transactions that are whole on their own).
+fn periodically<F, Fut>(
+    span: tracing::Span,
+    every: Duration,
+    shutdown: CancellationToken,
+    tasks: &TaskTracker,
+    mut work: F,
+) where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     tasks.spawn(tracing::Instrument::instrument(
         async move {
             let mut wait = FIRST_AFTER.min(every);
@@ -158,27 +177,13 @@ pub fn keep(
                     _ = tokio::time::sleep(wait) => {}
                 }
                 wait = every;
-                let cut = cutoff_from_now(keep);
-                let pruning = prune(&store, artifacts.as_ref(), cut);
-                let result = tokio::select! {
+                tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    result = pruning => result,
-                };
-                match result {
-                    Ok(pruned) if pruned == Pruned::default() => {}
-                    Ok(pruned) => info!(
-                        runs = pruned.runs,
-                        attempts = pruned.attempts,
-                        steps = pruned.steps,
-                        sessions = pruned.sessions,
-                        keep_days = keep.as_secs() / 86_400,
-                        "removed history older than the window"
-                    ),
-                    Err(error) => warn!(%error, "pruning old history failed; trying again at the next hour"),
+                    () = work() => {}
                 }
             }
         },
-        tracing::info_span!("retention"),
+        span,
     ));
 }
 

@@ -31,6 +31,12 @@ pub fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 
 /// A grid of `devices` simulated apps on `database`: its URL.
 pub async fn grid(database: &str, devices: usize, cancel: &CancellationToken) -> String {
+    grid_with(database, devices, true, cancel).await
+}
+
+/// The same, its slots recording every step (`observe`, the default) or
+/// not: what the cost of the records is measured with.
+pub async fn grid_with(database: &str, devices: usize, observe: bool, cancel: &CancellationToken) -> String {
     let store = Store::open(database).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -45,7 +51,7 @@ pub async fn grid(database: &str, devices: usize, cancel: &CancellationToken) ->
             app_token: None,
             token: None,
             tls_ca: None,
-            slots: chunk.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+            slots: chunk.iter().map(|p| SlotConfig { observe, ..SlotConfig::for_port(*p, "ios") }).collect(),
         };
         tokio::spawn(link::run(config, cancel.clone()));
         for port in chunk {

@@ -10,8 +10,8 @@
 //!    request answered 5xx or nothing).
 //! 5. `app`: the app's version changed and the screen at the first
 //!    difference differs.
-//! 6. `timing`: the step waited all it could (its timeout) where the
-//!    baseline's took more than half of that.
+//! 6. `timing`: the step waited all it could (its timeout, known) where
+//!    the baseline's took more than half of that.
 //! 7. `device`: it failed on this device and passed on another, in this
 //!    run or since, and failed on no other device since it last passed
 //!    (the quarantine's rule, for one case).
@@ -82,6 +82,7 @@ pub fn cause(failed: &Side, baseline: Option<&Side>, changes: &Changes, facts: &
     }
     if let (Some(step), Some(baseline)) = (step, baseline)
         && timed_out(step)
+        && step.timeout_ms > 0
         && let Some(their) = baseline.observed.steps.get(step.index as usize)
         && their.ms * 2 > step.timeout_ms
     {

@@ -78,7 +78,8 @@ impl ScreenDiff {
 /// A request up to the first differing step, against the baseline's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RequestChange {
-    /// `status` (it answered otherwise), `failed` (no answer), `new` or `gone`.
+    /// `status` (it answered otherwise), `failed` (no answer), `new`,
+    /// `gone`, or `sent` (an error answer, when there is no baseline).
     pub kind: &'static str,
     pub method: String,
     /// The URL without its query.
@@ -104,6 +105,7 @@ impl RequestChange {
                 None => format!("{what} failed"),
             },
             "new" => format!("{what} {} (new)", status(self.to)),
+            "sent" => format!("{what} {}", status(self.to)),
             _ => format!("{what} no longer sent"),
         }
     }
@@ -114,7 +116,7 @@ impl RequestChange {
         match self.kind {
             "status" => bad(self.to) && !bad(self.from),
             "failed" => true,
-            "new" => bad(self.to),
+            "new" | "sent" => bad(self.to),
             _ => false,
         }
     }
@@ -204,10 +206,15 @@ pub fn changes(failed: &Side, baseline: Option<&Side>, step_times: &HashMap<usiz
     let steps = &failed.observed.steps;
     let failing = failing_step(&failed.observed);
     let Some(baseline) = baseline else {
+        // Against nothing, the requests that answered an error or nothing
+        // are what the `backend` rule reads.
+        let upto = failing.unwrap_or(steps.len().saturating_sub(1));
+        let sent = requests(steps, &[], upto).into_iter().map(|r| RequestChange { kind: "sent", ..r });
         return Changes {
             first_difference: failing.map(|i| first(&steps[i], None, "failed-no-baseline")),
+            requests: sent.filter(RequestChange::broke).collect(),
             slower: slower(steps, None, step_times, failing),
-            problems: problems(steps, &[], failing.unwrap_or(steps.len().saturating_sub(1))),
+            problems: problems(steps, &[], upto),
             ..Changes::default()
         };
     };

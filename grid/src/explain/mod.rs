@@ -6,6 +6,8 @@
 
 pub mod cause;
 pub mod diff;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 
