@@ -381,6 +381,32 @@ pub async fn serve(listener: TcpListener, store: Store, shutdown: CancellationTo
     serve_with(listener, store, Options::default(), shutdown).await
 }
 
+/// How soon after a run ends its failures' causes are written (for the
+/// flaky page's ranking across runs), and how many at a time.
+const CAUSES_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+const CAUSES_PER_BATCH: i64 = 100;
+
+/// Writes the causes of ended runs' failures in a task of its own, never in
+/// the owner loop; what fails is tried again at the next tick.
+fn write_causes(store: Store, shutdown: CancellationToken, tasks: &tokio_util::task::TaskTracker) {
+    let span = tracing::info_span!("causes");
+    argus_proto::task::periodically(span, CAUSES_EVERY, CAUSES_EVERY, shutdown, tasks, move || {
+        let store = store.clone();
+        async move {
+            loop {
+                match argus_grid::explain::write_causes(&store, CAUSES_PER_BATCH).await {
+                    Ok(written) if written as i64 == CAUSES_PER_BATCH => continue,
+                    Ok(_) => return,
+                    Err(error) => {
+                        tracing::warn!(%error, "writing the causes of failures failed; trying again shortly");
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Serves the coordinator on `listener` until `shutdown`.
 pub async fn serve_with(
     listener: TcpListener,
@@ -431,6 +457,7 @@ pub async fn serve_with(
         shutdown.clone(),
         &tasks,
     );
+    write_causes(store.clone(), shutdown.clone(), &tasks);
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let guard = crate::http::Guard {

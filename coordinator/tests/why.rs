@@ -276,4 +276,67 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     let explained = explain::explain_row(&store, &failed[0]).await.unwrap();
     assert_eq!(explained.cause.kind, "device", "{explained:#?}");
     assert!(explained.changes.screen.changed.iter().any(|c| c.field == "text" && c.to == "Total ?"), "{explained:#?}");
+
+    // 7. Across runs: the coordinator writes each ended run's failures'
+    // causes, and the flaky page ranks their signatures by what they cost.
+    let mut failed_attempts = 0;
+    for run in [&second, &third, &fourth, &fifth, &sixth] {
+        failed_attempts += store.failed_observations(run).await.unwrap().len() as u64;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let flaky = loop {
+        let (status, body) = get(&pages, "/api/v1/flaky?project=cart&days=1").await;
+        assert_eq!(status, 200, "{body}");
+        let flaky = json_of(&body);
+        let attempts: u64 = flaky["causes"].as_array().unwrap().iter().map(|c| c["attempts"].as_u64().unwrap()).sum();
+        if attempts == failed_attempts {
+            break flaky;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the causes were not all written: {flaky}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let top = &flaky["causes"][0];
+    assert_eq!(
+        (top["cause"].as_str(), top["signature"].as_str()),
+        (Some("backend"), Some("POST /api/cart 503")),
+        "{flaky}"
+    );
+    assert_eq!(
+        (top["cases"].as_u64(), top["runs"].as_u64(), top["last_run"].as_str()),
+        (Some(4), Some(1), Some(second.as_str()))
+    );
+    let kinds: Vec<&str> = flaky["causes"].as_array().unwrap().iter().filter_map(|c| c["cause"].as_str()).collect();
+    for kind in ["app", "timing", "test-data"] {
+        assert!(kinds.contains(&kind), "{kind} in {flaky}");
+    }
+    let (status, body) = get(&pages, "/flaky?project=cart&days=1").await;
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("Failures by cause") && body.contains("POST /api/cart 503") && body.contains("#checkout missing"),
+        "{body}"
+    );
+
+    // The case page: its last failure (run 3) since it last passed (run 1),
+    // and when it started (run 2, after run 1's pass).
+    let (status, body) = get(&pages, "/api/v1/cases/cart?project=cart").await;
+    assert_eq!(status, 200, "{body}");
+    let why = &json_of(&body)["why"];
+    assert_eq!((why["run_id"].as_str(), why["cause"]["kind"].as_str()), (Some(third.as_str()), Some("app")), "{why}");
+    assert_eq!(
+        (why["started"]["first_failure"]["commit"].as_str(), why["started"]["last_pass"]["commit"].as_str()),
+        (Some("c2"), Some("c1"))
+    );
+    assert_eq!(why["started"]["failing_runs"], 2);
+    let (status, body) = get(&pages, "/cases/cart?project=cart").await;
+    assert_eq!(status, 200);
+    for shown in [
+        "Since it last passed",
+        "When it started",
+        "app 2.3.1 → 2.4.0",
+        "#checkout",
+        "<code>c2</code>",
+        "<code>c1</code>",
+    ] {
+        assert!(body.contains(shown), "{shown} on the case page: {body}");
+    }
 }

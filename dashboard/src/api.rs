@@ -304,7 +304,12 @@ pub async fn case_history(state: &Dashboard, project: &str, case_id: &str) -> Re
     if rows.is_empty() {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no attempts of {case_id} in project {project}")));
     }
-    Ok(CaseHistory::new(project.to_owned(), case_id.to_owned(), rows))
+    let mut history = CaseHistory::new(project.to_owned(), case_id.to_owned(), rows);
+    if let Some(failure) = &history.last_failure {
+        let attempt = u32::try_from(failure.attempt).ok();
+        history.why = argus_grid::explain::explain_case(&state.store, &failure.run_id, case_id, attempt).await?;
+    }
+    Ok(history)
 }
 
 pub async fn case(
@@ -323,7 +328,15 @@ pub struct FlakyAndSlow {
     /// Cases whose final result flipped between consecutive runs, and how often.
     pub flipping: Vec<Flipping>,
     pub slow: Vec<SlowCase>,
+    /// Failures by cause and signature, ranked by the cases and runs they
+    /// cost in the window.
+    pub causes: Vec<argus_grid::explain::Costly>,
 }
+
+/// Failed attempts read to rank their signatures.
+const CAUSES_READ: i64 = 10_000;
+/// Signatures shown.
+const CAUSES_SHOWN: usize = 50;
 
 #[derive(Debug, Serialize)]
 pub struct Flipping {
@@ -350,6 +363,12 @@ pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<F
             .map(|(case_id, flips)| Flipping { case_id, flips })
             .collect(),
         slow: state.store.slow_cases(&project, since, now, 50).await?,
+        causes: {
+            let mut ranked =
+                argus_grid::explain::rank(&state.store.failure_causes(&project, since, CAUSES_READ).await?);
+            ranked.truncate(CAUSES_SHOWN);
+            ranked
+        },
         project,
         days,
     })

@@ -306,6 +306,9 @@ pub struct CaseHistory {
     pub failing_rate: f64,
     pub failed_on: BTreeMap<String, i64>,
     pub last_failure: Option<CaseAttemptView>,
+    /// The last failure against the last time the case passed, with its
+    /// cause and when it started failing; `null` without a record of it.
+    pub why: Option<argus_grid::explain::Explained>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -359,7 +362,17 @@ impl CaseHistory {
         let flake_rate = share(runs.values().filter(|r| r.flaky()).count());
         let failing_rate = share(runs.values().filter(|r| r.last.as_ref().is_some_and(|(_, l)| l == "failed")).count());
         let last_failure = attempts.iter().find(|a| a.result == "failed").cloned();
-        Self { project, case_id, runs: runs.len(), attempts, flake_rate, failing_rate, failed_on, last_failure }
+        Self {
+            project,
+            case_id,
+            runs: runs.len(),
+            attempts,
+            flake_rate,
+            failing_rate,
+            failed_on,
+            last_failure,
+            why: None,
+        }
     }
 }
 

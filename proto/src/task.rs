@@ -4,8 +4,11 @@
 //! everywhere else (`clippy.toml`), so that no task runs anonymous.
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 /// Starts `future` as the task `name`; the caller keeps the handle (or
@@ -18,4 +21,39 @@ where
     F::Output: Send + 'static,
 {
     tokio::spawn(future.instrument(tracing::info_span!("task", name)))
+}
+
+/// Runs `work` in a task `tasks` tracks, `first` after the start and then
+/// every `every`, until `shutdown` (which also stops a pass midway: each
+/// pass must be made of steps that are whole on their own, such as
+/// transactions).
+pub fn periodically<F, Fut>(
+    span: tracing::Span,
+    first: Duration,
+    every: Duration,
+    shutdown: CancellationToken,
+    tasks: &TaskTracker,
+    mut work: F,
+) where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    #[allow(clippy::disallowed_methods)] // A tracked task, named by its span.
+    tasks.spawn(
+        async move {
+            let mut wait = first.min(every);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                wait = every;
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    () = work() => {}
+                }
+            }
+        }
+        .instrument(span),
+    );
 }

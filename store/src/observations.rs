@@ -52,6 +52,15 @@ pub struct ObservationRow {
 }
 
 impl ObservationRow {
+    pub fn key(&self) -> AttemptKey {
+        AttemptKey {
+            run_id: self.run_id.clone(),
+            case_id: self.case_id.clone(),
+            attempt: self.attempt,
+            try_no: self.try_no,
+        }
+    }
+
     /// The passing attempt it was compared with, when it is a failure that
     /// had one.
     pub fn baseline_key(&self) -> Option<AttemptKey> {
@@ -62,6 +71,17 @@ impl ObservationRow {
             try_no: self.baseline_try_no?,
         })
     }
+}
+
+/// A failed attempt's cause and signature, once written
+/// ([`Store::set_cause`]).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct FailureCause {
+    pub run_id: String,
+    pub case_id: String,
+    pub cause: String,
+    pub signature: String,
+    pub finished_at: i64,
 }
 
 /// A run's final result for one case, with the run's commit.
@@ -310,6 +330,55 @@ impl Store {
                 return Ok(removed);
             }
         }
+    }
+
+    /// Failed attempts whose cause is not written yet and whose run has
+    /// ended (so that its retries are in), oldest first.
+    pub async fn unexplained_failures(&self, limit: i64) -> Result<Vec<ObservationRow>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM observations WHERE result = 'failed' AND cause IS NULL \
+             AND EXISTS (SELECT 1 FROM runs WHERE runs.id = observations.run_id AND runs.finished_at IS NOT NULL) \
+             ORDER BY finished_at LIMIT $1"
+        );
+        // Built from constants only.
+        Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(limit).fetch_all(&self.pool).await?)
+    }
+
+    /// Writes a failed attempt's cause and signature.
+    pub async fn set_cause(&self, key: &AttemptKey, cause: &str, signature: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE observations SET cause = $1, signature = $2 \
+             WHERE run_id = $3 AND case_id = $4 AND attempt = $5 AND try_no = $6",
+        )
+        .bind(cause)
+        .bind(signature)
+        .bind(&key.run_id)
+        .bind(&key.case_id)
+        .bind(key.attempt)
+        .bind(key.try_no)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The causes of a project's failed attempts since `since_ms`, newest
+    /// first, at most `limit`.
+    pub async fn failure_causes(
+        &self,
+        project: &str,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<FailureCause>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT run_id, case_id, cause, signature, finished_at FROM observations \
+             WHERE project = $1 AND result = 'failed' AND finished_at >= $2 AND cause IS NOT NULL \
+             ORDER BY finished_at DESC LIMIT $3",
+        )
+        .bind(project)
+        .bind(since_ms)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// Bytes and rows of stored observations (the closing figures).

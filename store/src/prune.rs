@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use argus_proto::task::periodically;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -115,7 +116,7 @@ pub fn keep_step_records(
     shutdown: CancellationToken,
     tasks: &TaskTracker,
 ) {
-    periodically(tracing::info_span!("step records"), every, shutdown, tasks, move || {
+    periodically(tracing::info_span!("step records"), FIRST_AFTER, every, shutdown, tasks, move || {
         let store = store.clone();
         async move {
             match store.prune_observations(cutoff_from_now(window), STEP_RECORDS_PER_BATCH).await {
@@ -136,7 +137,7 @@ pub fn keep(
     shutdown: CancellationToken,
     tasks: &TaskTracker,
 ) {
-    periodically(tracing::info_span!("retention"), every, shutdown, tasks, move || {
+    periodically(tracing::info_span!("retention"), FIRST_AFTER, every, shutdown, tasks, move || {
         let (store, artifacts) = (store.clone(), artifacts.clone());
         async move {
             match prune(&store, artifacts.as_ref(), cutoff_from_now(keep)).await {
@@ -153,38 +154,6 @@ pub fn keep(
             }
         }
     });
-}
-
-/// Runs `work` in a tracked task a little after the start and then every
-/// `every`, until `shutdown` (which also stops a pass midway: each pass is
-/// made of transactions that are whole on their own).
-fn periodically<F, Fut>(
-    span: tracing::Span,
-    every: Duration,
-    shutdown: CancellationToken,
-    tasks: &TaskTracker,
-    mut work: F,
-) where
-    F: FnMut() -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send,
-{
-    tasks.spawn(tracing::Instrument::instrument(
-        async move {
-            let mut wait = FIRST_AFTER.min(every);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(wait) => {}
-                }
-                wait = every;
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    () = work() => {}
-                }
-            }
-        },
-        span,
-    ));
 }
 
 #[cfg(test)]

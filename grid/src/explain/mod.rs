@@ -280,6 +280,88 @@ pub async fn explain_case(
     }
 }
 
+/// Writes the cause and signature of up to `batch` failed attempts whose
+/// runs have ended and that have none yet, oldest first: how many. A
+/// record that does not decode is written `unknown`, so that it is not read
+/// again and again.
+pub async fn write_causes(store: &Store, batch: i64) -> Result<usize, StoreError> {
+    let rows = store.unexplained_failures(batch).await?;
+    for row in &rows {
+        let (cause, signature) = match explain_row(store, row).await {
+            Ok(explained) => (explained.cause.kind, explained.signature),
+            Err(ExplainError::Store(error)) => return Err(error),
+            Err(undecodable) => ("unknown", undecodable.to_string()),
+        };
+        store.set_cause(&row.key(), cause, &signature).await?;
+    }
+    Ok(rows.len())
+}
+
+/// Failures that share a cause and signature across runs: what they cost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Costly {
+    pub cause: String,
+    pub signature: String,
+    /// Distinct cases and runs it failed.
+    pub cases: usize,
+    pub runs: usize,
+    pub attempts: usize,
+    /// The newest failure's run, and up to three of its cases.
+    pub last_run: String,
+    pub some_cases: Vec<String>,
+}
+
+/// Ranks the signatures of `failures` by the cases, then the runs, they
+/// cost; `failures` newest first.
+pub fn rank(failures: &[argus_store::FailureCause]) -> Vec<Costly> {
+    use std::collections::BTreeSet;
+    struct Tally<'a> {
+        cases: BTreeSet<&'a str>,
+        runs: BTreeSet<&'a str>,
+        attempts: usize,
+        last_run: &'a str,
+        newest: i64,
+        some_cases: Vec<String>,
+    }
+    let mut tallies: HashMap<(&str, &str), Tally> = HashMap::new();
+    for f in failures {
+        let tally = tallies.entry((f.cause.as_str(), f.signature.as_str())).or_insert_with(|| Tally {
+            cases: BTreeSet::new(),
+            runs: BTreeSet::new(),
+            attempts: 0,
+            last_run: &f.run_id,
+            newest: f.finished_at,
+            some_cases: Vec::new(),
+        });
+        if tally.cases.insert(&f.case_id) && tally.some_cases.len() < 3 {
+            tally.some_cases.push(f.case_id.clone());
+        }
+        tally.runs.insert(&f.run_id);
+        tally.attempts += 1;
+    }
+    let mut ranked: Vec<(i64, Costly)> = tallies
+        .into_iter()
+        .map(|((cause, signature), t)| {
+            let costly = Costly {
+                cause: cause.to_owned(),
+                signature: signature.to_owned(),
+                cases: t.cases.len(),
+                runs: t.runs.len(),
+                attempts: t.attempts,
+                last_run: t.last_run.to_owned(),
+                some_cases: t.some_cases,
+            };
+            (t.newest, costly)
+        })
+        .collect();
+    ranked.sort_by(|(a_at, a), (b_at, b)| {
+        (b.cases, b.runs, b.attempts, *b_at)
+            .cmp(&(a.cases, a.runs, a.attempts, *a_at))
+            .then(a.signature.cmp(&b.signature))
+    });
+    ranked.into_iter().map(|(_, c)| c).collect()
+}
+
 /// Explains each case of a run whose final result is failed (its last
 /// failed attempt), in the run's order, and groups them.
 pub async fn explain_run(store: &Store, run_id: &str) -> Result<(Vec<Explained>, Vec<Group>), ExplainError> {
