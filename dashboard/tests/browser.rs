@@ -201,13 +201,17 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     tokio::time::sleep(Duration::from_millis(800)).await;
 
     let green = "---\nid: home\nmatrix: { n: [1, 2, 3] }\n---\nsteps:\n  - app.see: \"#title\"\n";
-    let red = "---\nid: checkout\ntitle: Pay <script>alert(1)</script>\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.see: { text: Order placed, timeoutMs: 200 }\n";
+    // The checkout case passes once on its branch (its baseline), then fails.
+    let checkout = "---\nid: checkout\ntitle: Pay <script>alert(1)</script>\n---\nsteps:\n  - app.press: \"#feed\"\n";
+    let passing = format!("{checkout}  - app.see: {{ route: Feed }}\n");
+    let red = format!("{checkout}  - app.see: {{ text: \"<b>Order</b> placed\", timeoutMs: 200 }}\n");
     submit_and_wait(&url, "main", green).await;
-    let failing = submit_and_wait(&url, "feature/pay", red).await;
+    submit_and_wait(&url, "feature/pay", &passing).await;
+    let failing = submit_and_wait(&url, "feature/pay", &red).await;
 
     // The runs list, then filtered to failures.
     client.goto(&format!("{web}/")).await.unwrap();
-    assert_eq!(client.find_all(Locator::Css("#runs tbody tr")).await.unwrap().len(), 2);
+    assert_eq!(client.find_all(Locator::Css("#runs tbody tr")).await.unwrap().len(), 3);
     let result = client.find(Locator::Css("select[name=result]")).await.unwrap();
     result.select_by_value("failed").await.unwrap();
     client.find(Locator::Css("#filters button[type=submit]")).await.unwrap().click().await.unwrap();
@@ -226,12 +230,23 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     // The failing run: its failed step, its evidence, and the title escaped.
     client.goto(&format!("{web}/runs/{failing}")).await.unwrap();
     let step = text_of(&client, ".case.failed .failed-step").await;
-    assert!(step.contains("Failed at app.see text: Order placed"), "{step}");
+    assert!(step.contains("Failed at app.see text: <b>Order</b> placed"), "{step}");
     let screen = text_of(&client, ".case.failed pre.screen").await;
     assert!(screen.contains("Feed"), "the screen it failed on: {screen}");
     assert!(text_of(&client, ".case.failed h3 small").await.contains("<script>"), "the title is shown as text");
     let alerts = client.execute("return document.querySelectorAll('h3 small script').length", vec![]).await.unwrap();
     assert_eq!(alerts, json!(0), "nothing the user wrote becomes markup");
+    // Why it failed: the group, and the case's line against its baseline,
+    // the text it was given shown as text.
+    let causes = text_of(&client, "#causes").await;
+    assert!(causes.contains("Why it failed") && causes.contains("1 case"), "{causes}");
+    let why = text_of(&client, ".case.failed .why-line").await;
+    assert!(
+        why.starts_with("unknown first differs at step 2 `app.see") && why.contains("<b>Order</b> placed"),
+        "{why}"
+    );
+    let markup = client.execute("return document.querySelectorAll('.why-line b, #causes b').length", vec![]).await;
+    assert_eq!(markup.unwrap(), json!(0), "nothing the user wrote becomes markup");
     // The failed step's picture (the simulated app's screenshot), inline
     // with the step, loaded and drawn.
     let picture = "const img = document.querySelector('.case.failed li.step a.screenshot img'); \
@@ -267,6 +282,29 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
         assert!(tokio::time::Instant::now() < deadline, "its bar opened it");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // The case's page: its last failure since it last passed, and when it
+    // started failing on its branch.
+    client.goto(&format!("{web}/cases/checkout?project=shop")).await.unwrap();
+    let since = text_of(&client, "#why").await;
+    assert!(since.contains("Since it last passed") && since.contains("first differs at step 2"), "{since}");
+    let started = text_of(&client, "#started").await;
+    assert!(
+        started.contains("Failing on feature/pay in 1 run in a row") && started.contains("last passed in run"),
+        "{started}"
+    );
+    // The flaky page ranks the failure's signature once its cause is written.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        client.goto(&format!("{web}/flaky?project=shop")).await.unwrap();
+        if !client.find_all(Locator::Css("#causes tbody tr")).await.unwrap().is_empty() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the flaky page never ranked the failure's cause");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let ranked = text_of(&client, "#causes tbody tr").await;
+    assert!(ranked.starts_with("unknown") && ranked.contains("checkout"), "{ranked}");
 
     // A run no device can take says why, on its page.
     let mut fleet = grpc::fleet_client::FleetClient::connect(url.clone()).await.unwrap();

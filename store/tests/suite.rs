@@ -90,6 +90,18 @@ async fn step_records_keep_failures_and_baselines_and_lose_old_passes(store: Sto
     assert!(store.observation("r1", "a", 4).await.unwrap().is_some(), "the failure stays");
     let (rows, bytes) = store.observation_bytes().await.unwrap();
     assert_eq!((rows, bytes), (2, 8));
+    // A failure's cause is written once its run has ended, then ranked.
+    assert!(store.unexplained_failures(10).await.unwrap().is_empty(), "r1 is still running");
+    store.finish_run("r1", 1_500, r#"{"schema":1}"#).await.unwrap();
+    let unexplained = store.unexplained_failures(10).await.unwrap();
+    assert_eq!(unexplained.iter().map(|r| r.attempt).collect::<Vec<_>>(), [4]);
+    store.set_cause(&unexplained[0].key(), "backend", "POST /api/cart 503").await.unwrap();
+    assert!(store.unexplained_failures(10).await.unwrap().is_empty());
+    let causes = store.failure_causes("shop", 1_000, 10).await.unwrap();
+    assert_eq!(causes.len(), 1);
+    assert_eq!((causes[0].cause.as_str(), causes[0].signature.as_str()), ("backend", "POST /api/cart 503"));
+    assert!(store.failure_causes("shop", 1_401, 10).await.unwrap().is_empty(), "before the window");
+    assert!(store.failure_causes("other", 0, 10).await.unwrap().is_empty(), "another project's");
 }
 
 async fn a_coordinator_with_a_window_prunes_by_itself(store: Store) {

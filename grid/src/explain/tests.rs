@@ -383,3 +383,31 @@ fn signatures_forget_the_numbers_in_an_error() {
     assert_eq!(of("not found after 5012 ms"), of("not found after 5003 ms"));
     assert_eq!(of("not found after 5012 ms"), "app.see: not found after N ms");
 }
+
+#[test]
+fn signatures_across_runs_rank_by_the_cases_then_the_runs_they_cost() {
+    let failure = |run: &str, case: &str, cause: &str, signature: &str, at: i64| argus_store::FailureCause {
+        run_id: run.into(),
+        case_id: case.into(),
+        cause: cause.into(),
+        signature: signature.into(),
+        finished_at: at,
+    };
+    // Newest first, as the store reads them.
+    let ranked = super::rank(&[
+        failure("r3", "login", "timing", "slow app.wait", 30),
+        failure("r3", "cart", "backend", "POST /api/cart 503", 29),
+        failure("r2", "cart", "backend", "POST /api/cart 503", 20),
+        failure("r2", "pay", "backend", "POST /api/cart 503", 19),
+        failure("r2", "login", "timing", "slow app.wait", 18),
+        failure("r1", "login", "timing", "slow app.wait", 10),
+        failure("r1", "feed", "app", "#feed missing", 9),
+    ]);
+    let shape: Vec<_> =
+        ranked.iter().map(|c| (c.signature.as_str(), c.cases, c.runs, c.attempts, c.last_run.as_str())).collect();
+    assert_eq!(
+        shape,
+        [("POST /api/cart 503", 2, 2, 3, "r3"), ("slow app.wait", 1, 3, 3, "r3"), ("#feed missing", 1, 1, 1, "r1"),]
+    );
+    assert_eq!(ranked[0].some_cases, ["cart", "pay"]);
+}
