@@ -16,16 +16,17 @@
 //! - what recording every step costs: the one-step results per second and
 //!   the same-device gap above beside the same suites on a fresh grid whose
 //!   slots do not record (`observe = false`), and their ratio (goal ≥ 0.95);
-//! - what the records weigh: a 10,000-case nightly (the shop's login, nine
-//!   steps, and in 5% of cases a tenth that fails) run through the grid,
-//!   then the stored bytes per step, per attempt and for the nightly, before
-//!   and after the records of passing attempts that are no baseline age out.
+//! - with `--nightly`, instead: what the records weigh, two nights of a
+//!   10,000-case suite (the shop's login, nine steps, and in 5% of cases a
+//!   tenth that fails) through the grid, the stored bytes per step, per
+//!   attempt and per night, before and after the records of passing
+//!   attempts that are no baseline age out, and what a night adds for good.
 //!
 //! `cargo bench -p argus --bench grid [-- DEVICES[,DEVICES…] [CASES]
-//! [--nightly[=CASES]]]`, default `64 1000`, the nightly's weight only when
-//! asked (10,000 cases by default, on Postgres when there is one). Postgres from `ARGUS_BENCH_POSTGRES_URL` (or
-//! `ARGUS_TEST_POSTGRES_URL`); give it a server with fsync on, as a team
-//! runs it. SQLite always.
+//! [--nightly[=CASES]]]`, default `64 1000`; `--nightly` measures the
+//! records' weight alone (10,000 cases, on Postgres when there is one).
+//! Postgres from `ARGUS_BENCH_POSTGRES_URL` (or `ARGUS_TEST_POSTGRES_URL`);
+//! give it a server with fsync on, as a team runs it. SQLite always.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
 
 use std::collections::BTreeMap;
@@ -327,10 +328,11 @@ async fn bench(store: &str, database: &str, plain: &str, devices: usize, cases: 
     );
 }
 
-/// A nightly of `cases` login cases (nine steps each, with requests and
-/// screens) of which one in twenty has a tenth step that fails, on a fresh grid:
-/// the bytes its step records take in the store, as they are written and
-/// once the passing attempts' records that are no baseline have aged out.
+/// Two nights of `cases` login cases (nine steps each, with requests and
+/// screens) of which one in twenty has a tenth step that fails, on a fresh
+/// grid: the bytes their step records take in the store as they are
+/// written, once the passing attempts' records that are no baseline have
+/// aged out, and what the second night added for good.
 async fn records_weight(store: &str, database: &str, devices: usize, cases: usize) {
     let login =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/shop/cases/login.md")).unwrap();
@@ -351,36 +353,49 @@ async fn records_weight(store: &str, database: &str, devices: usize, cases: usiz
     ));
     let cancel = CancellationToken::new();
     let url = grid(database, devices, &cancel).await;
-    let measured = run(&url, suite_files, cases).await;
+    let store_now = Store::open(database).await.unwrap();
+    let mut kept = Vec::new();
+    for night in 1..=2 {
+        let measured = run(&url, suite_files.clone(), cases).await;
+        let failed = measured.lines.iter().filter(|l| l.result == argus_proto::run::CaseResult::Failed).count();
+        let steps_run: u64 = measured.lines.iter().map(|l| l.steps.len() as u64).sum();
+        let before = kept.last().map_or((0, 0), |k: &(i64, i64)| *k);
+        let (rows, bytes) = store_now.observation_bytes().await.unwrap();
+        let (rows, bytes) = (rows - before.0, bytes - before.1);
+        let on_disk = table_bytes(database).await;
+        println!(
+            "{store}, night {night}: {cases} nine-step cases, {failed} failed, {steps_run} steps, in {:.0} s:",
+            measured.wall.as_secs_f64()
+        );
+        println!(
+            "  {:<46} {:>10} rows {:>8.1} MiB   {:>6.0} B/attempt {:>5.0} B/step{}",
+            "step records written",
+            rows,
+            bytes as f64 / 1048576.0,
+            bytes as f64 / rows.max(1) as f64,
+            bytes as f64 / steps_run.max(1) as f64,
+            on_disk.map(|d| format!("   tables {:.1} MiB on disk", d as f64 / 1048576.0)).unwrap_or_default()
+        );
+        // As the hourly keeper leaves them once the window has passed.
+        store_now.prune_observations(i64::MAX, 500).await.unwrap();
+        kept.push(store_now.observation_bytes().await.unwrap());
+        let (rows, bytes) = kept[kept.len() - 1];
+        println!(
+            "  {:<46} {:>10} rows {:>8.1} MiB   (one baseline per case, and the failures)",
+            "kept past the window (--step-records-days)",
+            rows,
+            bytes as f64 / 1048576.0
+        );
+    }
+    let grown = (kept[1].0 - kept[0].0, kept[1].1 - kept[0].1);
+    println!(
+        "  {:<46} {:>10} rows {:>8.1} MiB   (its failures: baselines are replaced)",
+        "what a nightly adds for good",
+        grown.0,
+        grown.1 as f64 / 1048576.0
+    );
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let failed = measured.lines.iter().filter(|l| l.result == argus_proto::run::CaseResult::Failed).count();
-    let steps_run: u64 = measured.lines.iter().map(|l| l.steps.len() as u64).sum();
-    let store_now = Store::open(database).await.unwrap();
-    let (rows, bytes) = store_now.observation_bytes().await.unwrap();
-    let on_disk = table_bytes(database).await;
-    println!(
-        "{store}, a nightly of {cases} nine-step cases, {failed} failed, {steps_run} steps, in {:.0} s:",
-        measured.wall.as_secs_f64()
-    );
-    println!(
-        "  {:<46} {:>10} rows {:>10.1} MiB   {:>6.0} B/attempt {:>5.0} B/step{}",
-        "step records as written",
-        rows,
-        bytes as f64 / 1048576.0,
-        bytes as f64 / rows.max(1) as f64,
-        bytes as f64 / steps_run.max(1) as f64,
-        on_disk.map(|d| format!("   {:.1} MiB on disk", d as f64 / 1048576.0)).unwrap_or_default()
-    );
-    // As the hourly keeper leaves them once the window has passed.
-    store_now.prune_observations(i64::MAX, 500).await.unwrap();
-    let (rows, bytes) = store_now.observation_bytes().await.unwrap();
-    println!(
-        "  {:<46} {:>10} rows {:>10.1} MiB   (the failures and one baseline per case)",
-        "kept past the window (--step-records-days)",
-        rows,
-        bytes as f64 / 1048576.0
-    );
     store_now.close().await;
 }
 
@@ -404,7 +419,7 @@ fn main() {
     let fleets: Vec<usize> =
         args.first().map(|a| a.split(',').filter_map(|n| n.parse().ok()).collect()).unwrap_or_else(|| vec![64]);
     let cases: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
-    // `--nightly[=CASES]`: also the weight of a nightly's step records.
+    // `--nightly[=CASES]`: the weight of a nightly's step records, alone.
     let nightly = std::env::args().find_map(|a| {
         a.strip_prefix("--nightly").map(|n| n.strip_prefix('=').and_then(|n| n.parse().ok()).unwrap_or(10_000))
     });
@@ -415,7 +430,7 @@ fn main() {
         let sqlite = |name: &str, devices: usize| {
             std::env::temp_dir().join(format!("argus-grid-bench-{}-{name}-{devices}.db", std::process::id()))
         };
-        for devices in fleets.iter().copied() {
+        for devices in fleets.iter().copied().filter(|_| nightly.is_none()) {
             let (db, plain) = (sqlite("records", devices), sqlite("plain", devices));
             let url = |path: &std::path::Path| format!("sqlite:{}", path.display());
             bench("SQLite", &url(&db), &url(&plain), devices, cases).await;

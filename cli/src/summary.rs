@@ -109,7 +109,6 @@ fn device<'a>(line: &'a RunCase, field: &str) -> Option<&'a str> {
     line.extra.get("device")?.get(field)?.as_str()
 }
 
-/// `s` after a count other than one.
 /// Why each failed case failed, one line each (`✗ case [cause] first
 /// differs at step …`), then the causes that several share.
 pub fn why(explained: &argus_proto::grpc::ExplainResponse) -> Vec<String> {
@@ -122,6 +121,7 @@ pub fn why(explained: &argus_proto::grpc::ExplainResponse) -> Vec<String> {
     lines
 }
 
+/// `s` after a count other than one.
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }

@@ -68,6 +68,11 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     let printed = text(&output);
     assert_eq!(output.status.code(), Some(1), "a case failed: {printed}");
     assert!(printed.contains("3/4 passed, 1 failed"), "{printed}");
+    // Why, in one line after the summary: it never passed, so nothing to compare with.
+    assert!(
+        printed.contains("✗ red [unknown] no passing attempt to compare with; failed at step 1 `app.see"),
+        "{printed}"
+    );
     let written = RunDir::read(&project.join("out")).unwrap();
     assert_eq!(written.cases.len(), 4);
     assert!(written.cases.iter().all(|c| c.extra["device"]["worker"] == "local"));
