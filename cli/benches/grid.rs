@@ -14,8 +14,10 @@
 //! - the process's CPU time and peak RSS (coordinator, workers and apps
 //!   together);
 //! - what recording every step costs: the one-step results per second and
-//!   the same-device gap above beside the same suites on a fresh grid whose
-//!   slots do not record (`observe = false`), and their ratio (goal ≥ 0.95);
+//!   the same-device gap p50 and p99 of grids whose slots record (the
+//!   default) and do not (`observe = false`), three rounds of two fresh
+//!   grids, which goes first alternating: each round, their medians and
+//!   ratio (goal ≥ 0.95);
 //! - with `--nightly`, instead: what the records weigh, two nights of a
 //!   10,000-case suite (the shop's login, nine steps, and in 5% of cases a
 //!   tenth that fails) through the grid, the stored bytes per step, per
@@ -233,7 +235,7 @@ fn same_device_gaps(lines: &[RunCase]) -> Histogram<u64> {
 const ONE_STEP: &str = "  - app.see: \"#title\"\n";
 const TIMED: &str = "  - app.see: \"#title\"\n  - app.wait: 400\n";
 
-async fn bench(store: &str, database: &str, plain: &str, devices: usize, cases: usize) {
+async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     let cancel = CancellationToken::new();
     let (cpu_before, _) = usage();
     let url = grid(database, devices, &cancel).await;
@@ -301,31 +303,69 @@ async fn bench(store: &str, database: &str, plain: &str, devices: usize, cases: 
     );
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // The same suites on a fleet that keeps no step records, after the one
-    // that does (so that a warmer machine favours not recording).
+}
+
+/// Rounds of the comparison with and without step records, each on two
+/// fresh grids, which goes first alternating.
+const ROUNDS: usize = 3;
+
+/// A grid's one-step results per second and its same-device gap.
+struct Paced {
+    rate: f64,
+    gap_p50: f64,
+    gap_p99: f64,
+}
+
+async fn paced(database: &str, devices: usize, observe: bool, quick: usize, cases: usize) -> Paced {
     let cancel = CancellationToken::new();
-    let url = grid_with(plain, devices, false, &cancel).await;
-    let bare = run(&url, suite(quick, "see", ONE_STEP), quick).await;
-    let bare_rate = quick as f64 / bare.wall.as_secs_f64();
-    let bare_gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
+    let url = grid_with(database, devices, observe, &cancel).await;
+    let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
+    let gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    println!("{store}, {devices} devices, recording every step (as above) and not (`observe = false`, a fresh grid):");
+    Paced { rate: quick as f64 / measured.wall.as_secs_f64(), gap_p50: ms(&gaps, 0.5), gap_p99: ms(&gaps, 0.99) }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// What recording every step costs: the same suites on fresh grids whose
+/// slots record (the default) and do not (`observe = false`), `ROUNDS`
+/// times each, one `databases` each.
+async fn records_cost(store: &str, databases: &[String], devices: usize, cases: usize) {
+    let quick = cases.max(devices * 10);
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+        for observe in order {
+            let measured = paced(&databases[round * 2 + usize::from(observe)], devices, observe, quick, cases).await;
+            if observe { with.push(measured) } else { without.push(measured) }
+        }
+    }
     println!(
-        "  {:<46} {:>10.0}   without {:>8.0}   with/without {:>5.2}",
-        "results written / s",
-        rate,
-        bare_rate,
-        rate / bare_rate
+        "{store}, {devices} devices, recording every step and not (`observe = false`), {ROUNDS} rounds of fresh grids, medians:"
     );
-    println!(
-        "  {:<46} {:>7.2} ms p99   without {:>5.2} ms p99 (p50 {:.2} and {:.2} ms)",
-        "same-device gap",
-        ms(&gaps, 0.99),
-        ms(&bare_gaps, 0.99),
-        ms(&gaps, 0.5),
-        ms(&bare_gaps, 0.5)
-    );
+    type Figure = fn(&Paced) -> f64;
+    let rows: [(&str, Figure, &str); 3] = [
+        ("results written / s", |p| p.rate, ""),
+        ("same-device gap p50", |p| p.gap_p50, " ms"),
+        ("same-device gap p99", |p| p.gap_p99, " ms"),
+    ];
+    for (name, of, unit) in rows {
+        let (a, b) = (median(with.iter().map(of).collect()), median(without.iter().map(of).collect()));
+        let rounds: Vec<String> =
+            with.iter().zip(&without).map(|(w, o)| format!("{:.0}/{:.0}", of(w), of(o))).collect();
+        println!(
+            "  {:<46} {:>8.1}{unit} without {:>8.1}{unit}   with/without {:>5.2}   (rounds {})",
+            name,
+            a,
+            b,
+            a / b,
+            rounds.join(", ")
+        );
+    }
 }
 
 /// Two nights of `cases` login cases (nine steps each, with requests and
@@ -431,16 +471,22 @@ fn main() {
             std::env::temp_dir().join(format!("argus-grid-bench-{}-{name}-{devices}.db", std::process::id()))
         };
         for devices in fleets.iter().copied().filter(|_| nightly.is_none()) {
-            let (db, plain) = (sqlite("records", devices), sqlite("plain", devices));
-            let url = |path: &std::path::Path| format!("sqlite:{}", path.display());
-            bench("SQLite", &url(&db), &url(&plain), devices, cases).await;
-            let _ = (std::fs::remove_file(db), std::fs::remove_file(plain));
+            let files: Vec<_> = (0..=2 * ROUNDS).map(|n| sqlite(&n.to_string(), devices)).collect();
+            let urls: Vec<String> = files.iter().map(|f| format!("sqlite:{}", f.display())).collect();
+            bench("SQLite", &urls[0], devices, cases).await;
+            records_cost("SQLite", &urls[1..], devices, cases).await;
+            for file in files {
+                let _ = std::fs::remove_file(file);
+            }
             match &postgres {
                 Some(admin) => {
-                    let name = |what: &str| format!("argus_grid_bench_{}_{what}_{devices}", std::process::id());
-                    let db = Store::create_database(admin, &name("records")).await.expect("the bench Postgres answers");
-                    let plain = Store::create_database(admin, &name("plain")).await.unwrap();
-                    bench("Postgres", &db, &plain, devices, cases).await;
+                    let mut urls = Vec::new();
+                    for n in 0..=2 * ROUNDS {
+                        let name = format!("argus_grid_bench_{}_{devices}_{n}", std::process::id());
+                        urls.push(Store::create_database(admin, &name).await.expect("the bench Postgres answers"));
+                    }
+                    bench("Postgres", &urls[0], devices, cases).await;
+                    records_cost("Postgres", &urls[1..], devices, cases).await;
                 }
                 None => println!("Postgres: set ARGUS_BENCH_POSTGRES_URL (or ARGUS_TEST_POSTGRES_URL) to measure it"),
             }

@@ -290,7 +290,10 @@ pub async fn write_causes(store: &Store, batch: i64) -> Result<usize, StoreError
         let (cause, signature) = match explain_row(store, row).await {
             Ok(explained) => (explained.cause.kind, explained.signature),
             Err(ExplainError::Store(error)) => return Err(error),
-            Err(undecodable) => ("unknown", undecodable.to_string()),
+            Err(undecodable) => {
+                tracing::warn!(error = %undecodable, "a failure's record does not decode; its cause is written unknown");
+                ("unknown", "the record does not decode".to_owned())
+            }
         };
         store.set_cause(&row.key(), cause, &signature).await?;
     }
