@@ -206,6 +206,99 @@ async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
     (attempts as f64 / leasing.as_secs_f64(), attempts as f64 / recording.as_secs_f64())
 }
 
+/// The store's share of the records' cost: `bursts` bursts of eight
+/// one-step results written as the owner task writes a burst, every other
+/// one carrying step records of `body` bytes each: each kind's p50 and p99.
+async fn burst_cost(database: &str, bursts: usize, body: usize) -> [(f64, f64); 2] {
+    const BURST: usize = 8;
+    let store = Store::open(database).await.unwrap();
+    let id = format!("bursts{}", free_port());
+    let cases = bursts * BURST;
+    let new_run = NewRun {
+        id: id.clone(),
+        project: "bench".into(),
+        branch: None,
+        commit: None,
+        trigger: None,
+        selector_json: "{}".into(),
+        config_json: "{}".into(),
+        retries: 0,
+        priority: 1,
+        detached: true,
+        started_at: 0,
+        manifest_json: "{}".into(),
+        files: vec![("cases/bursts.md".into(), String::new())],
+        cases: (0..cases)
+            .map(|i| NewCase {
+                case_id: format!("c{i}"),
+                file: "cases/bursts.md".into(),
+                title: None,
+                ordinal: i as i64,
+                expected_ms: 1,
+                estimate_source: "default".into(),
+            })
+            .collect(),
+    };
+    store.create_run(&new_run).await.unwrap();
+    let leases: Vec<NewLease> = (0..cases)
+        .map(|i| NewLease {
+            id: format!("{id}-{i}"),
+            run_id: id.clone(),
+            case_id: format!("c{i}"),
+            attempt: 1,
+            try_no: 1,
+            device_id: format!("w/{}", i % 64),
+            worker_id: "w".into(),
+            platform: "ios".into(),
+            granted_at: 1,
+            deadline: 20_001,
+        })
+        .collect();
+    assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    let (mut with, mut without) = (histogram(), histogram());
+    for (n, chunk) in leases.chunks(BURST).enumerate() {
+        let records = n % 2 == 1;
+        let results: Vec<(String, AttemptOutcome)> = chunk
+            .iter()
+            .map(|l| {
+                let outcome = AttemptOutcome {
+                    result: Some("passed".into()),
+                    infrastructure: false,
+                    error: None,
+                    finished_at: 2 + n as i64,
+                    ms: 3,
+                    run_case_json: Some(r#"{"id":"c","result":"passed","ms":3}"#.into()),
+                    steps: vec![argus_store::StepRow {
+                        step: "app.see #title".into(),
+                        status: "passed".into(),
+                        ms: 3,
+                        error: None,
+                    }],
+                    seq: n as i64 + 1,
+                    next_try: None,
+                    final_result: Some("passed".into()),
+                    observed: records.then(|| argus_store::Observed {
+                        project: "bench".into(),
+                        branch: "main".into(),
+                        commit: "abc".into(),
+                        platform: "ios".into(),
+                        device_id: l.device_id.clone(),
+                        worker_id: "w".into(),
+                        body: vec![7; body],
+                    }),
+                };
+                (l.id.clone(), outcome)
+            })
+            .collect();
+        let started = Instant::now();
+        assert!(store.finish_attempts(&results).await.unwrap().iter().all(Result::is_ok));
+        let took = started.elapsed().as_micros().max(1) as u64;
+        if records { with.record(took).unwrap() } else { without.record(took).unwrap() }
+    }
+    store.close().await;
+    [(ms(&with, 0.5), ms(&with, 0.99)), (ms(&without, 0.5), ms(&without, 0.99))]
+}
+
 /// How long an attempt held its device: the case's own `ms` (lynkeus',
 /// its steps) and the reset, hook and settle before it (`prepareMs`).
 fn held_ms(line: &RunCase) -> u64 {
@@ -309,21 +402,31 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
 /// fresh grids, which goes first alternating.
 const ROUNDS: usize = 3;
 
-/// A grid's one-step results per second and its same-device gap.
+/// A grid's one-step results per second, its same-device gap, and this
+/// process's CPU time per attempt (coordinator, workers and apps; not the
+/// database's).
 struct Paced {
     rate: f64,
     gap_p50: f64,
     gap_p99: f64,
+    cpu_ms: f64,
 }
 
 async fn paced(database: &str, devices: usize, observe: bool, quick: usize, cases: usize) -> Paced {
     let cancel = CancellationToken::new();
     let url = grid_with(database, devices, observe, &cancel).await;
+    let (cpu_before, _) = usage();
     let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
     let gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
+    let (cpu_after, _) = usage();
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    Paced { rate: quick as f64 / measured.wall.as_secs_f64(), gap_p50: ms(&gaps, 0.5), gap_p99: ms(&gaps, 0.99) }
+    Paced {
+        rate: quick as f64 / measured.wall.as_secs_f64(),
+        gap_p50: ms(&gaps, 0.5),
+        gap_p99: ms(&gaps, 0.99),
+        cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
+    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -347,11 +450,17 @@ async fn records_cost(store: &str, databases: &[String], devices: usize, cases: 
     println!(
         "{store}, {devices} devices, recording every step and not (`observe = false`), {ROUNDS} rounds of fresh grids, medians:"
     );
+    let [(with_p50, with_p99), (bare_p50, bare_p99)] = burst_cost(&databases[0], 200, 1_300).await;
+    println!(
+        "  {:<46} {:>8.2} ms p50 {:>6.2} ms p99   without {:.2} ms p50 {:.2} ms p99",
+        "the store alone: a burst of 8 results", with_p50, with_p99, bare_p50, bare_p99
+    );
     type Figure = fn(&Paced) -> f64;
-    let rows: [(&str, Figure, &str); 3] = [
+    let rows: [(&str, Figure, &str); 4] = [
         ("results written / s", |p| p.rate, ""),
         ("same-device gap p50", |p| p.gap_p50, " ms"),
         ("same-device gap p99", |p| p.gap_p99, " ms"),
+        ("CPU per attempt (this process)", |p| p.cpu_ms, " ms"),
     ];
     for (name, of, unit) in rows {
         let (a, b) = (median(with.iter().map(of).collect()), median(without.iter().map(of).collect()));
@@ -470,6 +579,15 @@ fn main() {
         let sqlite = |name: &str, devices: usize| {
             std::env::temp_dir().join(format!("argus-grid-bench-{}-{name}-{devices}.db", std::process::id()))
         };
+        if std::env::args().any(|a| a == "--bursts") {
+            // The store's share of the records' cost, alone.
+            if let Some(admin) = &postgres {
+                let name = format!("argus_grid_bench_{}_bursts", std::process::id());
+                let url = Store::create_database(admin, &name).await.expect("the bench Postgres answers");
+                println!("Postgres, a burst of 8 one-step results (with and without records): {:?}", burst_cost(&url, 500, 1_300).await);
+            }
+            return;
+        }
         for devices in fleets.iter().copied().filter(|_| nightly.is_none()) {
             let files: Vec<_> = (0..=2 * ROUNDS).map(|n| sqlite(&n.to_string(), devices)).collect();
             let urls: Vec<String> = files.iter().map(|f| format!("sqlite:{}", f.display())).collect();
