@@ -173,6 +173,10 @@ struct Attempt<'a, D: Device> {
     /// The screen read after the current step, shared by its events' route
     /// and its observation.
     step_screen: Option<Value>,
+    /// The last screen the current step read to check what it sees (`see`
+    /// acts on nothing, so it is the screen after the step): what its
+    /// observation reads rather than asking again.
+    checked_screen: Option<Value>,
     /// Where the next step's share of the trace begins, for observations.
     observed_seq: Option<u64>,
     /// How long the current step could wait (0: it does not wait), set by
@@ -209,6 +213,7 @@ pub async fn run_attempt_with<D: Device>(
         carried_events: Vec::new(),
         interrupting: false,
         step_screen: None,
+        checked_screen: None,
         observed_seq: None,
         step_timeout_ms: Default::default(),
     };
@@ -249,6 +254,7 @@ pub async fn run_attempt_with<D: Device>(
         state.last_target = None;
         state.last_route = None;
         state.step_screen = None;
+        state.checked_screen = None;
         state.step_timeout_ms.store(0, std::sync::atomic::Ordering::Relaxed);
         let here = project::runs_here(step.on.as_deref(), hello.as_deref());
         let outcome = if here {

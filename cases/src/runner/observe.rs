@@ -2,7 +2,8 @@
 //! screen after an app step, the requests, events, crashes and stalls its
 //! share of the app's trace holds, and the step's own outcome. Two calls
 //! after an app step (`screen`, read once and shared with the events'
-//! route, and `trace {since}`); none after a fixture, `exec` or `assert`.
+//! route, and `trace {since}`), one after a `see` (whose own last `screen`
+//! is the screen it left); none after a fixture, `exec` or `assert`.
 
 use argus_proto::grpc::{AttemptObserved, StepObservation};
 use argus_proto::observe;
@@ -36,7 +37,12 @@ impl<D: Device> Attempt<'_, D> {
         if !looked {
             return observed;
         }
-        if let Some(screen) = self.screen_after_step().await
+        // A `see` already read the screen it left: no need to ask again.
+        let screen = match self.checked_screen.take() {
+            Some(checked) if self.step_screen.is_none() => Some(checked),
+            _ => self.screen_after_step().await,
+        };
+        if let Some(screen) = screen
             && let Ok(screen) = serde_json::from_value::<Screen>(screen)
         {
             observed.screen_read = true;

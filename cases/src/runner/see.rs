@@ -90,6 +90,9 @@ impl<D: Device> Attempt<'_, D> {
     /// Whether everything the step names holds now; if not, why.
     async fn check(&mut self, value: &Value) -> Result<(bool, String), StepError> {
         let screen = self.call("screen", None, CALL_TIMEOUT).await?;
+        if self.run.observe {
+            self.checked_screen = Some(screen.clone());
+        }
         let elements = screen.get("elements").and_then(Value::as_array).cloned().unwrap_or_default();
         let presented = |e: &Value| matches!(e.get("hidden").and_then(Value::as_str), None | Some("inert"));
         // lynkeus' `textOf`: the element's text, else its value, else its
