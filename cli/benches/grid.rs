@@ -132,11 +132,12 @@ async fn submit_under_load(url: &str, devices: usize) -> (Duration, usize, usize
     (submit, during, before)
 }
 
-/// The store alone, for as many attempts: every lease in one transaction,
-/// every result in another, as the owner task does per burst at best.
-async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
-    let store = Store::open(database).await.unwrap();
-    let id = format!("alone{}", free_port());
+/// A run of `cases` one-step cases written straight to the store, and a
+/// lease granted for each (on as many devices, or 64): what the store-alone
+/// measurements write results for.
+async fn leased_run(store: &Store, name: &str, cases: usize, grant: bool) -> Vec<NewLease> {
+    let id = format!("{name}{}", free_port());
+    let file = format!("cases/{name}.md");
     let new_run = NewRun {
         id: id.clone(),
         project: "bench".into(),
@@ -150,88 +151,11 @@ async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
         detached: true,
         started_at: 0,
         manifest_json: "{}".into(),
-        files: vec![("cases/alone.md".into(), String::new())],
-        cases: (0..attempts)
-            .map(|i| NewCase {
-                case_id: format!("c{i}"),
-                file: "cases/alone.md".into(),
-                title: None,
-                ordinal: i as i64,
-                expected_ms: 1,
-                estimate_source: "default".into(),
-            })
-            .collect(),
-    };
-    store.create_run(&new_run).await.unwrap();
-    let leases: Vec<NewLease> = (0..attempts)
-        .map(|i| NewLease {
-            id: format!("{id}-{i}"),
-            run_id: id.clone(),
-            case_id: format!("c{i}"),
-            attempt: 1,
-            try_no: 1,
-            device_id: format!("w/{i}"),
-            worker_id: "w".into(),
-            platform: "ios".into(),
-            granted_at: 1,
-            deadline: 20_001,
-        })
-        .collect();
-    let started = Instant::now();
-    assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
-    let leasing = started.elapsed();
-    let outcome = AttemptOutcome {
-        result: Some("passed".into()),
-        infrastructure: false,
-        error: None,
-        finished_at: 2,
-        ms: 3,
-        run_case_json: Some(r#"{"id":"c","result":"passed","ms":3}"#.into()),
-        steps: vec![argus_store::StepRow {
-            step: "app.see #title".into(),
-            status: "passed".into(),
-            ms: 3,
-            error: None,
-        }],
-        seq: 1,
-        next_try: None,
-        final_result: None,
-        observed: None,
-    };
-    let results: Vec<(String, AttemptOutcome)> = leases.iter().map(|l| (l.id.clone(), outcome.clone())).collect();
-    let started = Instant::now();
-    assert!(store.finish_attempts(&results).await.unwrap().iter().all(Result::is_ok));
-    let recording = started.elapsed();
-    store.close().await;
-    (attempts as f64 / leasing.as_secs_f64(), attempts as f64 / recording.as_secs_f64())
-}
-
-/// The store's share of the records' cost: `bursts` bursts of eight
-/// one-step results written as the owner task writes a burst, every other
-/// one carrying step records of `body` bytes each: each kind's p50 and p99.
-async fn burst_cost(database: &str, bursts: usize, body: usize) -> [(f64, f64); 2] {
-    const BURST: usize = 8;
-    let store = Store::open(database).await.unwrap();
-    let id = format!("bursts{}", free_port());
-    let cases = bursts * BURST;
-    let new_run = NewRun {
-        id: id.clone(),
-        project: "bench".into(),
-        branch: None,
-        commit: None,
-        trigger: None,
-        selector_json: "{}".into(),
-        config_json: "{}".into(),
-        retries: 0,
-        priority: 1,
-        detached: true,
-        started_at: 0,
-        manifest_json: "{}".into(),
-        files: vec![("cases/bursts.md".into(), String::new())],
+        files: vec![(file.clone(), String::new())],
         cases: (0..cases)
             .map(|i| NewCase {
                 case_id: format!("c{i}"),
-                file: "cases/bursts.md".into(),
+                file: file.clone(),
                 title: None,
                 ordinal: i as i64,
                 expected_ms: 1,
@@ -254,40 +178,73 @@ async fn burst_cost(database: &str, bursts: usize, body: usize) -> [(f64, f64); 
             deadline: 20_001,
         })
         .collect();
+    if grant {
+        assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    }
+    leases
+}
+
+/// A one-step pass, as a worker reports it.
+fn passed(seq: i64, observed: Option<argus_store::Observed>) -> AttemptOutcome {
+    AttemptOutcome {
+        result: Some("passed".into()),
+        infrastructure: false,
+        error: None,
+        finished_at: 2 + seq,
+        ms: 3,
+        run_case_json: Some(r#"{"id":"c","result":"passed","ms":3}"#.into()),
+        steps: vec![argus_store::StepRow {
+            step: "app.see #title".into(),
+            status: "passed".into(),
+            ms: 3,
+            error: None,
+        }],
+        seq,
+        next_try: None,
+        final_result: Some("passed".into()),
+        observed,
+    }
+}
+
+/// The store alone, for as many attempts: every lease in one transaction,
+/// every result in another, as the owner task does per burst at best.
+async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
+    let store = Store::open(database).await.unwrap();
+    let leases = leased_run(&store, "alone", attempts, false).await;
+    let started = Instant::now();
     assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    let leasing = started.elapsed();
+    let results: Vec<(String, AttemptOutcome)> = leases.iter().map(|l| (l.id.clone(), passed(1, None))).collect();
+    let started = Instant::now();
+    assert!(store.finish_attempts(&results).await.unwrap().iter().all(Result::is_ok));
+    let recording = started.elapsed();
+    store.close().await;
+    (attempts as f64 / leasing.as_secs_f64(), attempts as f64 / recording.as_secs_f64())
+}
+
+/// The store's share of the records' cost: `bursts` bursts of eight
+/// one-step results written as the owner task writes a burst, every other
+/// one carrying step records of `body` bytes each: each kind's p50 and p99.
+async fn burst_cost(database: &str, bursts: usize, body: usize) -> [(f64, f64); 2] {
+    const BURST: usize = 8;
+    let store = Store::open(database).await.unwrap();
+    let leases = leased_run(&store, "bursts", bursts * BURST, true).await;
     let (mut with, mut without) = (histogram(), histogram());
     for (n, chunk) in leases.chunks(BURST).enumerate() {
         let records = n % 2 == 1;
         let results: Vec<(String, AttemptOutcome)> = chunk
             .iter()
             .map(|l| {
-                let outcome = AttemptOutcome {
-                    result: Some("passed".into()),
-                    infrastructure: false,
-                    error: None,
-                    finished_at: 2 + n as i64,
-                    ms: 3,
-                    run_case_json: Some(r#"{"id":"c","result":"passed","ms":3}"#.into()),
-                    steps: vec![argus_store::StepRow {
-                        step: "app.see #title".into(),
-                        status: "passed".into(),
-                        ms: 3,
-                        error: None,
-                    }],
-                    seq: n as i64 + 1,
-                    next_try: None,
-                    final_result: Some("passed".into()),
-                    observed: records.then(|| argus_store::Observed {
-                        project: "bench".into(),
-                        branch: "main".into(),
-                        commit: "abc".into(),
-                        platform: "ios".into(),
-                        device_id: l.device_id.clone(),
-                        worker_id: "w".into(),
-                        body: vec![7; body],
-                    }),
-                };
-                (l.id.clone(), outcome)
+                let observed = records.then(|| argus_store::Observed {
+                    project: "bench".into(),
+                    branch: "main".into(),
+                    commit: "abc".into(),
+                    platform: "ios".into(),
+                    device_id: l.device_id.clone(),
+                    worker_id: "w".into(),
+                    body: vec![7; body],
+                });
+                (l.id.clone(), passed(n as i64 + 1, observed))
             })
             .collect();
         let started = Instant::now();

@@ -353,7 +353,7 @@ impl Core {
     }
 
     pub(super) async fn apply_result(&mut self, finished: Finished) {
-        let Finished { result, line, seq, next, .. } = finished;
+        let Finished { result, line, seq, next, outcome: written } = finished;
         let Some(lease) = self.leases.remove(&result.lease_id) else { return };
         let (run_id, case_id, attempt, device_id) =
             (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.device.clone());
@@ -392,10 +392,12 @@ impl Core {
         }
         let native = self.devices.get(&device_id).and_then(|d| d.hello.as_ref()).map(|hello| hello.native);
         if let Some(run) = self.runs.get_mut(&run_id) {
+            // The line as the store took it: serialised once.
+            let json = written.run_case_json.unwrap_or_else(|| line.to_line());
             run.publish(watch::finished(
                 seq,
                 (&line.id, line.attempt),
-                line.to_line(),
+                json,
                 device.clone(),
                 result.lease_to_first_call_us,
             ));
