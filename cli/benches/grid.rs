@@ -25,8 +25,9 @@
 //!   attempts that are no baseline age out, and what a night adds for good.
 //!
 //! `cargo bench -p argus --bench grid [-- DEVICES[,DEVICES…] [CASES]
-//! [--nightly[=CASES]]]`, default `64 1000`; `--nightly` measures the
-//! records' weight alone (10,000 cases, on Postgres when there is one).
+//! [--records] [--nightly[=CASES]]]`, default `64 1000`; `--records`
+//! measures the records' cost alone, `--nightly` their weight alone (10,000
+//! cases, on Postgres when there is one).
 //! Postgres from `ARGUS_BENCH_POSTGRES_URL` (or `ARGUS_TEST_POSTGRES_URL`);
 //! give it a server with fsync on, as a team runs it. SQLite always.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
@@ -525,6 +526,8 @@ fn main() {
     let fleets: Vec<usize> =
         args.first().map(|a| a.split(',').filter_map(|n| n.parse().ok()).collect()).unwrap_or_else(|| vec![64]);
     let cases: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
+    // `--records`: the cost of step records alone.
+    let records_only = std::env::args().any(|a| a == "--records");
     // `--nightly[=CASES]`: the weight of a nightly's step records, alone.
     let nightly = std::env::args().find_map(|a| {
         a.strip_prefix("--nightly").map(|n| n.strip_prefix('=').and_then(|n| n.parse().ok()).unwrap_or(10_000))
@@ -548,7 +551,9 @@ fn main() {
         for devices in fleets.iter().copied().filter(|_| nightly.is_none()) {
             let files: Vec<_> = (0..=2 * ROUNDS).map(|n| sqlite(&n.to_string(), devices)).collect();
             let urls: Vec<String> = files.iter().map(|f| format!("sqlite:{}", f.display())).collect();
-            bench("SQLite", &urls[0], devices, cases).await;
+            if !records_only {
+                bench("SQLite", &urls[0], devices, cases).await;
+            }
             records_cost("SQLite", &urls[1..], devices, cases).await;
             for file in files {
                 let _ = std::fs::remove_file(file);
@@ -560,7 +565,9 @@ fn main() {
                         let name = format!("argus_grid_bench_{}_{devices}_{n}", std::process::id());
                         urls.push(Store::create_database(admin, &name).await.expect("the bench Postgres answers"));
                     }
-                    bench("Postgres", &urls[0], devices, cases).await;
+                    if !records_only {
+                        bench("Postgres", &urls[0], devices, cases).await;
+                    }
                     records_cost("Postgres", &urls[1..], devices, cases).await;
                 }
                 None => println!("Postgres: set ARGUS_BENCH_POSTGRES_URL (or ARGUS_TEST_POSTGRES_URL) to measure it"),
