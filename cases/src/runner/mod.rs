@@ -242,12 +242,12 @@ pub async fn run_attempt_with<D: Device>(
     for (step, section) in steps {
         let label = label(step);
         if stopped {
-            records.push(record(label, StepStatus::Skipped, 0, None, section, None));
-            let last = records.last().expect("just pushed");
+            let skipped = record(label, StepStatus::Skipped, 0, None, section, None);
             if run.observe {
-                observations.push(state.observe_step(records.len() - 1, last, false).await);
+                observations.push(state.observe_step(records.len(), &skipped, false).await);
             }
-            on_step(records.len() - 1, last);
+            on_step(records.len(), &skipped);
+            records.push(skipped);
             continue;
         }
         let step_started = Instant::now();
@@ -294,13 +294,13 @@ pub async fn run_attempt_with<D: Device>(
             let seconds = started.elapsed().as_secs_f64();
             (seconds * 100.0).round() / 100.0
         });
-        records.push(RunStep { screenshot, video_s, ..record(label, status, ms, error, section, events) });
-        let last = records.last().expect("just pushed");
+        let ran = RunStep { screenshot, video_s, ..record(label, status, ms, error, section, events) };
         if run.observe {
             let looked = here && app_or_macro && state.mark.is_some();
-            observations.push(state.observe_step(records.len() - 1, last, looked).await);
+            observations.push(state.observe_step(records.len(), &ran, looked).await);
         }
-        on_step(records.len() - 1, last);
+        on_step(records.len(), &ran);
+        records.push(ran);
     }
     let evidence = if result == CaseResult::Failed { Some(state.evidence().await) } else { None };
     let observed = run.observe.then(|| observe::finish(observations, hello.as_deref()));
