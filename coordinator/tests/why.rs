@@ -264,23 +264,33 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     assert_eq!(explained[0].cause.kind, "test-data", "{explained:#?}");
 
     // 6. One device's app is subtly wrong: the case fails there (only that
-    // device has an app), then passes on the other (only it has one).
+    // device has an app), then passes on the other (only it has one). Once
+    // is not enough to blame the device; twice since it last passed is.
     let right = App { version: "2.4.0", ..GOOD };
     let wrong = App { total: "Total ?", ..right };
-    serve(&mut grid, &ports[..1], &[&wrong]).await;
-    let sixth = run(&grid.url, vec![file("total", TOTAL)], "c6", 0).await;
-    serve(&mut grid, &ports[1..], &[&right]).await;
-    run(&grid.url, vec![file("total", TOTAL)], "c7", 0).await;
-    let failed = store.failed_observations(&sixth).await.unwrap();
-    assert_eq!(failed.len(), 1, "it ran on the wrong app");
-    let explained = explain::explain_row(&store, &failed[0]).await.unwrap();
-    assert_eq!(explained.cause.kind, "device", "{explained:#?}");
-    assert!(explained.changes.screen.changed.iter().any(|c| c.field == "text" && c.to == "Total ?"), "{explained:#?}");
+    let (mut on_the_wrong_device, mut explained) = (Vec::new(), Vec::new());
+    for (runs, commit) in [(1, "c6"), (2, "c8")] {
+        serve(&mut grid, &ports[..1], &[&wrong]).await;
+        for n in 0..runs {
+            on_the_wrong_device.push(run(&grid.url, vec![file("total", TOTAL)], &format!("{commit}.{n}"), 0).await);
+        }
+        serve(&mut grid, &ports[1..], &[&right]).await;
+        run(&grid.url, vec![file("total", TOTAL)], &format!("{commit}.pass"), 0).await;
+        // Judged as the coordinator judges it: once the pass elsewhere is in.
+        let failed = store.failed_observations(on_the_wrong_device.last().unwrap()).await.unwrap();
+        assert_eq!(failed.len(), 1, "it ran on the wrong app");
+        explained.push(explain::explain_row(&store, &failed[0]).await.unwrap());
+    }
+    let kinds: Vec<&str> = explained.iter().map(|e| e.cause.kind).collect();
+    assert_eq!(kinds, ["unknown", "device"], "{explained:#?}");
+    let last = &explained[1];
+    assert!(last.changes.screen.changed.iter().any(|c| c.field == "text" && c.to == "Total ?"), "{last:#?}");
+    assert!(last.cause.evidence.iter().any(|e| e.contains("failed 2 times")), "{last:#?}");
 
     // 7. Across runs: the coordinator writes each ended run's failures'
     // causes, and the flaky page ranks their signatures by what they cost.
     let mut failed_attempts = 0;
-    for run in [&second, &third, &fourth, &fifth, &sixth] {
+    for run in [&second, &third, &fourth, &fifth].into_iter().chain(&on_the_wrong_device) {
         failed_attempts += store.failed_observations(run).await.unwrap().len() as u64;
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

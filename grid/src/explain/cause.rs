@@ -13,8 +13,11 @@
 //! 6. `timing`: the step waited all it could (its timeout, known) where
 //!    the baseline's took more than half of that.
 //! 7. `device`: it failed on this device and passed on another, in this
-//!    run or since, and failed on no other device since it last passed
-//!    (the quarantine's rule, for one case).
+//!    run or since, failed on no other device since it last passed, and
+//!    the device is suspect on more than this one failure: the case failed
+//!    on it more than once since it last passed, or another case of the
+//!    run failed on it and passed elsewhere (the quarantine's rule). One
+//!    failure that passed elsewhere is as likely a flake as the device.
 //! 8. `timing`: it passed on a retry on the same device, with nothing else
 //!    different from its baseline.
 //! 9. `unknown`: none of these; the evidence is what differs.
@@ -36,6 +39,12 @@ pub struct Facts {
     pub failed_elsewhere: usize,
     /// A later attempt of this run passed on the same device.
     pub passed_on_retry_here: bool,
+    /// Failures of the case on this device since its baseline (recently,
+    /// without one), this one included.
+    pub failed_here: usize,
+    /// Other cases of this run that failed on this device and passed on
+    /// another.
+    pub others_failed_here: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -98,11 +107,20 @@ pub fn cause(failed: &Side, baseline: Option<&Side>, changes: &Changes, facts: &
     }
     if let Some(other) = &facts.passed_elsewhere
         && facts.failed_elsewhere == 0
+        && (facts.failed_here > 1 || facts.others_failed_here > 0)
     {
-        return cause(
-            "device",
-            vec![format!("failed on {}, passed on {other}, and failed on no other device recently", failed.device_id)],
-        );
+        let mut evidence =
+            vec![format!("failed on {}, passed on {other}, and failed on no other device recently", failed.device_id)];
+        if facts.failed_here > 1 {
+            evidence.push(format!("failed {} times on {} since it last passed", facts.failed_here, failed.device_id));
+        }
+        if facts.others_failed_here > 0 {
+            evidence.push(format!(
+                "{} other case(s) of this run failed on {} and passed elsewhere",
+                facts.others_failed_here, failed.device_id
+            ));
+        }
+        return cause("device", evidence);
     }
     if facts.passed_on_retry_here && changes.only_the_outcome() {
         return cause("timing", vec![format!("passed on a retry on {} with nothing else different", failed.device_id)]);

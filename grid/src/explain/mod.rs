@@ -190,6 +190,23 @@ fn side(row: &ObservationRow) -> Result<Side, ExplainError> {
     })
 }
 
+/// The cases of a run other than `case` that failed on `device` and
+/// passed on another device: what the quarantine counts against it.
+fn others_failed_on(attempts: &[argus_store::AttemptDetail], case: &str, device: &str) -> usize {
+    let done = |a: &&argus_store::AttemptDetail, result: &str| a.state == "done" && a.result.as_deref() == Some(result);
+    let failed_here: std::collections::BTreeSet<&str> = attempts
+        .iter()
+        .filter(|a| a.case_id != case && done(a, "failed") && a.device_id.as_deref() == Some(device))
+        .map(|a| a.case_id.as_str())
+        .collect();
+    let passed_elsewhere: std::collections::BTreeSet<&str> = attempts
+        .iter()
+        .filter(|a| done(a, "passed") && a.device_id.as_deref().is_some_and(|d| d != device))
+        .map(|a| a.case_id.as_str())
+        .collect();
+    failed_here.intersection(&passed_elsewhere).count()
+}
+
 /// Explains one failed attempt: its record, its baseline's, the case's
 /// history.
 pub async fn explain_row(store: &Store, row: &ObservationRow) -> Result<Explained, ExplainError> {
@@ -224,6 +241,12 @@ pub async fn explain_row(store: &Store, row: &ObservationRow) -> Result<Explaine
                 && h.result.as_deref() == Some("passed")
                 && on(h) == row.device_id
         }),
+        failed_here: history
+            .iter()
+            .filter(|h| h.result.as_deref() == Some("failed") && on(h) == row.device_id)
+            .filter(|h| baseline.as_ref().is_none_or(|b| h.finished_at.unwrap_or(0) > b.finished_at))
+            .count(),
+        others_failed_here: others_failed_on(&store.run_attempts(&row.run_id).await?, &row.case_id, &row.device_id),
     };
     let cause = cause::cause(&failed, baseline.as_ref(), &changes, &facts);
     let signature = cause::signature(&cause, &failed, &changes);

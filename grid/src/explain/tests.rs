@@ -224,14 +224,24 @@ fn a_step_that_used_its_whole_timeout_where_it_once_took_over_half_is_timing() {
 #[test]
 fn a_failure_on_one_device_that_passed_on_another_and_failed_nowhere_else_is_device() {
     let attempt = failed(|_| {});
-    let elsewhere = Facts { passed_elsewhere: Some("w/2".into()), ..Facts::default() };
+    let elsewhere = Facts { passed_elsewhere: Some("w/2".into()), failed_here: 2, ..Facts::default() };
     let (changes, cause) = judged(&attempt, Some(&passed()), &elsewhere);
     assert_eq!(cause.kind, "device");
-    assert_eq!(cause.evidence, ["failed on w/1, passed on w/2, and failed on no other device recently"]);
+    assert_eq!(
+        cause.evidence,
+        ["failed on w/1, passed on w/2, and failed on no other device recently", "failed 2 times on w/1 since it last passed"]
+    );
     assert_eq!(signature(&cause, &attempt, &changes), "device w/1");
+    // Another case that failed here and passed elsewhere corroborates too.
+    let others = Facts { failed_here: 1, others_failed_here: 1, ..elsewhere.clone() };
+    assert_eq!(kind_of(&attempt, Some(&passed()), &others), "device");
     // Failing on other devices too: it is not this device.
-    let also = Facts { failed_elsewhere: 1, ..elsewhere };
+    let also = Facts { failed_elsewhere: 1, ..elsewhere.clone() };
     assert_eq!(kind_of(&attempt, Some(&passed()), &also), "unknown");
+    // Once here and passed elsewhere, nothing else against the device: as
+    // likely a flake (a backend that answered late once) as the device.
+    let once = Facts { failed_here: 1, ..elsewhere };
+    assert_eq!(kind_of(&attempt, Some(&passed()), &once), "unknown");
 }
 
 #[test]
