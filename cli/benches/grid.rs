@@ -358,16 +358,18 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
 
 /// Rounds of the comparison with and without step records, each on two
 /// fresh grids, which goes first alternating.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 /// A grid's one-step results per second, its same-device gap, and this
 /// process's CPU time per attempt (coordinator, workers and apps; not the
 /// database's).
 struct Paced {
     rate: f64,
+    gap_mean: f64,
     gap_p50: f64,
     gap_p99: f64,
     cpu_ms: f64,
+    gaps: Histogram<u64>,
 }
 
 async fn paced(database: &str, devices: usize, observe: bool, quick: usize, cases: usize) -> Paced {
@@ -381,9 +383,13 @@ async fn paced(database: &str, devices: usize, observe: bool, quick: usize, case
     tokio::time::sleep(Duration::from_millis(300)).await;
     Paced {
         rate: quick as f64 / measured.wall.as_secs_f64(),
+        // The lines' times are whole milliseconds: the mean of many gaps
+        // resolves a fraction of one, where a percentile moves by whole ones.
+        gap_mean: gaps.mean() / 1000.0,
         gap_p50: ms(&gaps, 0.5),
         gap_p99: ms(&gaps, 0.99),
         cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
+        gaps,
     }
 }
 
@@ -414,16 +420,38 @@ async fn records_cost(store: &str, databases: &[String], devices: usize, cases: 
         "the store alone: a burst of 8 results", with_p50, with_p99, bare_p50, bare_p99
     );
     type Figure = fn(&Paced) -> f64;
-    let rows: [(&str, Figure, &str); 4] = [
+    let rows: [(&str, Figure, &str); 5] = [
         ("results written / s", |p| p.rate, ""),
+        ("same-device gap mean", |p| p.gap_mean, " ms"),
         ("same-device gap p50", |p| p.gap_p50, " ms"),
         ("same-device gap p99", |p| p.gap_p99, " ms"),
         ("CPU per attempt (this process)", |p| p.cpu_ms, " ms"),
     ];
+    // Every round's gaps in one distribution: a round's own figure moves
+    // with the grid it ran on (±30% between fresh grids of one kind).
+    let pooled = |runs: &[Paced]| {
+        let mut all = histogram();
+        for run in runs {
+            all.add(&run.gaps).unwrap();
+        }
+        all
+    };
+    let (all_with, all_without) = (pooled(&with), pooled(&without));
+    println!(
+        "  {:<46} {:>8.2} ms mean {:>5.1} p50 {:>5.1} p99   without {:.2} ms mean {:.1} p50 {:.1} p99   mean with/without {:.2}",
+        format!("same-device gap, {} gaps of {ROUNDS} rounds", all_with.len()),
+        all_with.mean() / 1000.0,
+        ms(&all_with, 0.5),
+        ms(&all_with, 0.99),
+        all_without.mean() / 1000.0,
+        ms(&all_without, 0.5),
+        ms(&all_without, 0.99),
+        all_with.mean() / all_without.mean()
+    );
     for (name, of, unit) in rows {
         let (a, b) = (median(with.iter().map(of).collect()), median(without.iter().map(of).collect()));
         let rounds: Vec<String> =
-            with.iter().zip(&without).map(|(w, o)| format!("{:.0}/{:.0}", of(w), of(o))).collect();
+            with.iter().zip(&without).map(|(w, o)| format!("{:.1}/{:.1}", of(w), of(o))).collect();
         println!(
             "  {:<46} {:>8.1}{unit} without {:>8.1}{unit}   with/without {:>5.2}   (rounds {})",
             name,

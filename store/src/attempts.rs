@@ -213,7 +213,14 @@ impl Store {
             }
             query.execute(&mut *tx).await?;
         }
-        crate::observations::record(&mut tx, &taken).await?;
+        let observed: Vec<crate::observations::Recorded> = taken
+            .iter()
+            .filter_map(|(key, outcome)| {
+                let seen = outcome.observed.as_ref()?;
+                Some((*key, outcome.result.as_deref().unwrap_or("infrastructure"), outcome.finished_at, seen))
+            })
+            .collect();
+        crate::observations::record(&mut tx, &observed).await?;
         tx.commit().await?;
         Ok(keys)
     }

@@ -28,7 +28,7 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
-pub use observations::{CaseRun, FailureCause, ObservationRow, Observed};
+pub use observations::{CaseRun, FailureCause, ObservationRow, Observed, ObservedAttempt};
 pub use retention::Pruned;
 pub use sessions::{CommandRow, SessionRow};
 

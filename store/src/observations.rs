@@ -2,7 +2,11 @@
 //! baselines: the last passing attempt per platform and branch, that a
 //! failure is compared with ("since it last passed").
 //!
-//! Written with the result, in its transaction. Long-term storage grows
+//! A failure's is written with the result, in its transaction (its why is
+//! asked for as soon as the run ends); a pass's may be written just after,
+//! in a batch of its own ([`Store::record_observations`]), so that the
+//! bytes of every passing attempt's record are not on the path from one
+//! attempt's result to the device's next lease. Long-term storage grows
 //! with cases and failures: a failed attempt's observation stays as long
 //! as its run, a baseline's as long as it is one (past its run's removal),
 //! the passing attempt a failure was compared with as long as that
@@ -13,7 +17,7 @@ use std::collections::HashMap;
 
 use sqlx::{Any, Transaction};
 
-use super::{AttemptKey, AttemptOutcome, Store, StoreError, placeholders};
+use super::{AttemptKey, Store, StoreError, placeholders};
 
 /// Where an attempt ran and what it saw: what the grid records with its
 /// result.
@@ -99,21 +103,44 @@ const COLUMNS: &str = "run_id, case_id, attempt, try_no, project, branch, commit
 /// Rows of observations per INSERT: each carries a body of up to 256 KiB.
 const OBSERVATIONS_PER_INSERT: usize = 20;
 
-/// Records the observations of results the store took, in their
-/// transaction: a pass becomes its case's baseline on its branch; a failure
-/// is tied to the baseline it is compared with.
-pub(super) async fn record(
-    tx: &mut Transaction<'static, Any>,
-    taken: &[(&AttemptKey, &AttemptOutcome)],
-) -> Result<(), StoreError> {
-    let observed: Vec<(&AttemptKey, &AttemptOutcome, &Observed)> =
-        taken.iter().filter_map(|(key, outcome)| Some((*key, *outcome, outcome.observed.as_ref()?))).collect();
+/// A finished attempt's observation, to be recorded after its result
+/// ([`Store::record_observations`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedAttempt {
+    pub key: AttemptKey,
+    /// `passed`, `failed`.
+    pub result: String,
+    pub finished_at: i64,
+    pub observed: Observed,
+}
+
+impl Store {
+    /// Records observations of results the store already took, in one
+    /// transaction. Idempotent: an observation already recorded is left as
+    /// it is, and a baseline is only ever replaced by a newer pass.
+    pub async fn record_observations(&self, attempts: &[ObservedAttempt]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<Recorded> =
+            attempts.iter().map(|a| (&a.key, a.result.as_str(), a.finished_at, &a.observed)).collect();
+        record(&mut tx, &rows).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// An attempt, its result, when it finished, and what it saw.
+pub(super) type Recorded<'a> = (&'a AttemptKey, &'a str, i64, &'a Observed);
+
+/// Records the observations of results the store took, in `tx`: a pass
+/// becomes its case's baseline on its branch; a failure is tied to the
+/// baseline it is compared with.
+pub(super) async fn record(tx: &mut Transaction<'static, Any>, observed: &[Recorded<'_>]) -> Result<(), StoreError> {
     if observed.is_empty() {
         return Ok(());
     }
     let mut baselines: Vec<Option<(String, i64, i64)>> = Vec::with_capacity(observed.len());
-    for (key, outcome, seen) in &observed {
-        let baseline = if outcome.result.as_deref() == Some("failed") {
+    for (key, result, _, seen) in observed {
+        let baseline = if *result == "failed" {
             // The branch's own baseline first, else the newest on any branch.
             sqlx::query_as::<_, (String, i64, i64)>(
                 "SELECT run_id, attempt, try_no FROM baselines WHERE project = $1 AND case_id = $2 AND platform = $3 \
@@ -132,10 +159,13 @@ pub(super) async fn record(
     }
     let rows: Vec<_> = observed.iter().zip(&baselines).collect();
     for chunk in rows.chunks(OBSERVATIONS_PER_INSERT) {
-        let sql = format!("INSERT INTO observations ({COLUMNS}) VALUES {}", placeholders(chunk.len(), 16));
+        let sql = format!(
+            "INSERT INTO observations ({COLUMNS}) VALUES {} ON CONFLICT (run_id, case_id, attempt, try_no) DO NOTHING",
+            placeholders(chunk.len(), 16)
+        );
         // Built from constants and numbered placeholders only.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for ((key, outcome, seen), baseline) in chunk {
+        for ((key, result, finished_at, seen), baseline) in chunk {
             query = query
                 .bind(&key.run_id)
                 .bind(&key.case_id)
@@ -147,8 +177,8 @@ pub(super) async fn record(
                 .bind(&seen.platform)
                 .bind(&seen.device_id)
                 .bind(&seen.worker_id)
-                .bind(outcome.result.as_deref().unwrap_or("infrastructure"))
-                .bind(outcome.finished_at)
+                .bind(*result)
+                .bind(*finished_at)
                 .bind(&seen.body)
                 .bind(baseline.as_ref().map(|b| b.0.clone()))
                 .bind(baseline.as_ref().map(|b| b.1))
@@ -158,11 +188,11 @@ pub(super) async fn record(
     }
     // One baseline per case, platform and branch: the newest pass of the batch.
     let mut newest: HashMap<(&str, &str, &str, &str), (&AttemptKey, i64)> = HashMap::new();
-    for (key, outcome, seen) in observed.iter().filter(|(_, o, _)| o.result.as_deref() == Some("passed")) {
+    for (key, _, finished_at, seen) in observed.iter().filter(|(_, result, _, _)| *result == "passed") {
         let slot = (seen.project.as_str(), key.case_id.as_str(), seen.platform.as_str(), seen.branch.as_str());
-        let entry = newest.entry(slot).or_insert((key, outcome.finished_at));
-        if outcome.finished_at >= entry.1 {
-            *entry = (key, outcome.finished_at);
+        let entry = newest.entry(slot).or_insert((key, *finished_at));
+        if *finished_at >= entry.1 {
+            *entry = (*key, *finished_at);
         }
     }
     let newest: Vec<_> = newest.into_iter().collect();

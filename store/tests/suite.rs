@@ -47,6 +47,7 @@ on_both!(
     old_runs_are_removed_whole_and_their_flakiness_stays,
     a_coordinator_with_a_window_prunes_by_itself,
     step_records_keep_failures_and_baselines_and_lose_old_passes,
+    a_pass_record_written_after_its_result_is_idempotent_and_never_replaces_a_newer_baseline,
 );
 
 fn observed(body: &[u8]) -> Option<argus_store::Observed> {
@@ -59,6 +60,40 @@ fn observed(body: &[u8]) -> Option<argus_store::Observed> {
         worker_id: "w1".into(),
         body: body.to_vec(),
     })
+}
+
+async fn a_pass_record_written_after_its_result_is_idempotent_and_never_replaces_a_newer_baseline(store: Store) {
+    // Two passes whose results are written without their records; the
+    // records follow, the newer first, then the older, then the newer again
+    // (a write whose answer was lost, tried again).
+    store.create_run(&run("r1", 1_000, &["a"])).await.unwrap();
+    let mut keys = Vec::new();
+    for (n, at) in [(1, 1_100), (2, 1_200)] {
+        let id = format!("l{n}");
+        store.grant_lease(&lease(&id, "r1", "a", n, 1)).await.unwrap();
+        let outcome = AttemptOutcome { next_try: (n == 1).then_some((2, 1)), ..passed(5, at) };
+        keys.push((store.finish_attempt(&id, &outcome).await.unwrap(), at));
+    }
+    assert!(store.observation("r1", "a", 1).await.unwrap().is_none(), "the result alone has none");
+    let record = |n: usize, body: &[u8]| argus_store::ObservedAttempt {
+        key: keys[n].0.clone(),
+        result: "passed".into(),
+        finished_at: keys[n].1,
+        observed: observed(body).unwrap(),
+    };
+    store.record_observations(&[record(1, b"newer")]).await.unwrap();
+    store.record_observations(&[record(0, b"older")]).await.unwrap();
+    store.record_observations(&[record(1, b"again")]).await.unwrap();
+    assert_eq!(store.observation("r1", "a", 2).await.unwrap().unwrap().body, b"newer", "written once");
+    assert_eq!(store.observation("r1", "a", 1).await.unwrap().unwrap().body, b"older");
+    // A failure now is compared with the newer pass.
+    store.create_run(&run("r2", 2_000, &["a"])).await.unwrap();
+    store.grant_lease(&lease("l3", "r2", "a", 1, 1)).await.unwrap();
+    let fail = AttemptOutcome { observed: observed(b"fail"), final_result: Some("failed".into()), ..failed(5, 2_100) };
+    store.finish_attempt("l3", &fail).await.unwrap();
+    let failure = store.failed_observations("r2").await.unwrap();
+    let baseline = failure[0].baseline_key().expect("compared with the last pass");
+    assert_eq!((baseline.run_id.as_str(), baseline.attempt), ("r1", 2));
 }
 
 async fn step_records_keep_failures_and_baselines_and_lose_old_passes(store: Store) {

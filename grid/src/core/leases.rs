@@ -250,8 +250,22 @@ impl Core {
         if prepared.is_empty() {
             return;
         }
-        let outcomes: Vec<(String, AttemptOutcome)> =
-            prepared.iter().map(|f| (f.result.lease_id.clone(), f.outcome.clone())).collect();
+        // A pass's step record goes to the records' writer, after its
+        // result, when it has room ([`super::records`]).
+        let mut permits = Vec::with_capacity(prepared.len());
+        let outcomes: Vec<(String, AttemptOutcome)> = prepared
+            .iter()
+            .map(|f| {
+                let mut outcome = f.outcome.clone();
+                let passed = outcome.observed.is_some() && outcome.result.as_deref() == Some("passed");
+                let permit = passed.then(|| self.records.clone().try_reserve_owned().ok()).flatten();
+                if permit.is_some() {
+                    outcome.observed = None;
+                }
+                permits.push(permit);
+                (f.result.lease_id.clone(), outcome)
+            })
+            .collect();
         let recorded = match self.store.finish_attempts(&outcomes).await {
             Ok(recorded) => recorded,
             Err(error) => {
@@ -260,13 +274,28 @@ impl Core {
                 return;
             }
         };
-        for (finished, recorded) in prepared.into_iter().zip(recorded) {
+        for ((finished, recorded), permit) in prepared.into_iter().zip(recorded).zip(permits) {
             let held = self.leases.get(&finished.result.lease_id).is_some_and(|l| l.revoking.is_none());
-            match recorded {
-                Ok(_) => self.apply_result(finished).await,
-                Err(_) if again && held => self.apply_result(finished).await,
-                Err(error) => warn!(%error, "late result refused (fencing)"),
+            let taken = match recorded {
+                Ok(_) => true,
+                Err(_) if again && held => true,
+                Err(error) => {
+                    warn!(%error, "late result refused (fencing)");
+                    false
+                }
+            };
+            if !taken {
+                continue;
             }
+            if let (Some(permit), Some(observed)) = (permit, finished.outcome.observed.clone()) {
+                permit.send(super::records::Item::Record(argus_store::ObservedAttempt {
+                    key: finished.key.clone(),
+                    result: finished.outcome.result.clone().unwrap_or_default(),
+                    finished_at: finished.outcome.finished_at,
+                    observed,
+                }));
+            }
+            self.apply_result(finished).await;
         }
     }
 
@@ -281,6 +310,12 @@ impl Core {
         };
         let device = self.device_ref(&lease.device);
         let (attempt, run_id) = (lease.attempt, lease.run_id.clone());
+        let key = argus_store::AttemptKey {
+            run_id: run_id.clone(),
+            case_id: lease.case_id.clone(),
+            attempt: i64::from(attempt),
+            try_no: i64::from(lease.try_no),
+        };
         let mut error = (!result.error.is_empty()).then(|| result.error.clone());
         let mut line: Option<RunCase> = None;
         if !result.infrastructure_failure {
@@ -349,11 +384,11 @@ impl Core {
             observed,
         };
         let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
-        Some(Finished { result, line, outcome, seq, next })
+        Some(Finished { key, result, line, outcome, seq, next })
     }
 
     pub(super) async fn apply_result(&mut self, finished: Finished) {
-        let Finished { result, line, seq, next, outcome: written } = finished;
+        let Finished { result, line, seq, next, outcome: written, .. } = finished;
         let Some(lease) = self.leases.remove(&result.lease_id) else { return };
         let (run_id, case_id, attempt, device_id) =
             (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.device.clone());

@@ -31,6 +31,7 @@ use argus_store::{
 
 mod fleet;
 mod leases;
+mod records;
 mod runs;
 mod sessions;
 
@@ -381,6 +382,8 @@ impl Run {
 
 /// A result on its way to the store.
 struct Finished {
+    /// The attempt the store files it under.
+    key: argus_store::AttemptKey,
     result: grpc::AttemptResult,
     /// `None`: an infrastructure failure.
     line: Option<RunCase>,
@@ -432,6 +435,9 @@ struct Core {
     /// commit in one transaction.
     dispatch_due: bool,
     metrics: Arc<Metrics>,
+    /// Passing attempts' step records, written after their results
+    /// ([`records`]).
+    records: mpsc::Sender<records::Item>,
 }
 
 /// How long a run may go without a client watching it before it is
@@ -482,6 +488,7 @@ pub async fn start(
     metrics: Arc<Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
+    let (records, writer) = records::start(store.clone(), shutdown.clone());
     let mut core = Core {
         store,
         workers: HashMap::new(),
@@ -502,6 +509,7 @@ pub async fn start(
         config,
         dispatch_due: true,
         metrics,
+        records,
     };
     core.recover().await?;
     let (tx, mut rx) = mpsc::channel::<Command>(1024);
@@ -542,6 +550,10 @@ pub async fn start(
                         core.dispatch().await;
                     }
                 }
+                // The records' writer ends once the owner's sender is gone
+                // and what it was sent is written.
+                drop(core);
+                let _ = writer.await;
             },
             tracing::info_span!("owner"),
         ),

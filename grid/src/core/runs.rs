@@ -350,6 +350,9 @@ impl Core {
             return;
         }
         info!(run = run_id, "run finished");
+        // Its passes' step records are written now rather than at the
+        // writer's next turn (a full queue is being written anyway).
+        let _ = self.records.try_send(super::records::Item::Flush);
         run.finished = Some(manifest_json);
         Self::close_run(run);
     }
