@@ -15,7 +15,7 @@
 //!   together);
 //! - what recording every step costs: the one-step results per second and
 //!   the same-device gap p50 and p99 of grids whose slots record (the
-//!   default) and do not (`observe = false`), three rounds of two fresh
+//!   default) and do not (`observe = false`), five rounds of two fresh
 //!   grids, which goes first alternating: each round, their medians and
 //!   ratio (goal ≥ 0.95);
 //! - with `--nightly`, instead: what the records weigh, two nights of a

@@ -229,7 +229,10 @@ fn a_failure_on_one_device_that_passed_on_another_and_failed_nowhere_else_is_dev
     assert_eq!(cause.kind, "device");
     assert_eq!(
         cause.evidence,
-        ["failed on w/1, passed on w/2, and failed on no other device recently", "failed 2 times on w/1 since it last passed"]
+        [
+            "failed on w/1, passed on w/2, and failed on no other device recently",
+            "failed 2 times on w/1 since it last passed"
+        ]
     );
     assert_eq!(signature(&cause, &attempt, &changes), "device w/1");
     // Another case that failed here and passed elsewhere corroborates too.
