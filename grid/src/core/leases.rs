@@ -288,12 +288,12 @@ impl Core {
                 continue;
             }
             if let (Some(permit), Some(observed)) = (permit, finished.outcome.observed.clone()) {
-                permit.send(super::records::Item::Record(argus_store::ObservedAttempt {
+                permit.send(super::records::Item::Record(Box::new(argus_store::ObservedAttempt {
                     key: finished.key.clone(),
                     result: finished.outcome.result.clone().unwrap_or_default(),
                     finished_at: finished.outcome.finished_at,
                     observed,
-                }));
+                })));
             }
             self.apply_result(finished).await;
         }

@@ -34,7 +34,7 @@ const RETRY: Duration = Duration::from_secs(1);
 
 /// What the writer is sent.
 pub(super) enum Item {
-    Record(ObservedAttempt),
+    Record(Box<ObservedAttempt>),
     /// A run ended: what is gathered is written now, so that the next run's
     /// failures find the passes of this one as their baselines.
     Flush,
@@ -48,13 +48,13 @@ pub(super) fn start(store: Store, shutdown: CancellationToken) -> (mpsc::Sender<
         let mut batch = Vec::with_capacity(BATCH);
         while let Some(first) = rx.recv().await {
             let Item::Record(first) = first else { continue };
-            batch.push(first);
+            batch.push(*first);
             let gathering = tokio::time::sleep(LINGER);
             tokio::pin!(gathering);
             while batch.len() < BATCH {
                 tokio::select! {
                     item = rx.recv() => match item {
-                        Some(Item::Record(record)) => batch.push(record),
+                        Some(Item::Record(record)) => batch.push(*record),
                         Some(Item::Flush) | None => break,
                     },
                     _ = &mut gathering => break,
