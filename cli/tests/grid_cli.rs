@@ -753,6 +753,53 @@ fn prune_removes_whole_runs_with_their_pictures_and_says_what_it_would_do_first(
 }
 
 #[test]
+fn runs_compare_names_what_a_run_fixed_and_broke_and_exits_1_on_a_new_failure() {
+    let scratch = temp_dir("compare");
+    std::fs::create_dir_all(scratch.join("project/cases")).unwrap();
+    let case = |steps: &str| {
+        std::fs::write(scratch.join("project/cases/home.md"), format!("---\nid: home\n---\nsteps:\n{steps}")).unwrap()
+    };
+    let (_coordinator, url) = sqlite_coordinator(&scratch, &[]);
+    let port = free_port();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
+    let _sims = Sims::start(&[port]);
+    wait_for_devices(&url, 1);
+    let run = || {
+        let output = Command::new(ARGUS)
+            .current_dir(scratch.join("project"))
+            .args(["run", "--coordinator", &url, "--once"])
+            .output()
+            .unwrap();
+        output.status.code()
+    };
+    case("  - app.see: { text: Nope, timeoutMs: 100 }\n");
+    assert_eq!(run(), Some(1));
+    case("  - app.see: \"#title\"\n");
+    assert_eq!(run(), Some(0));
+    let listed = text(&Command::new(ARGUS).args(["runs", "--coordinator", &url]).output().unwrap());
+    // Newest first: the passing run, then the failing one.
+    let ids: Vec<&str> = listed.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    let compare = |from: &str, to: &str| {
+        Command::new(ARGUS).args(["runs", "compare", from, to, "--coordinator", &url]).output().unwrap()
+    };
+    let fixed = compare(ids[1], ids[0]);
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed));
+    assert!(text(&fixed).contains("fixed:") && text(&fixed).contains("home (ios)  failed ["), "{}", text(&fixed));
+    let broke = compare(ids[0], ids[1]);
+    assert_eq!(broke.status.code(), Some(1), "{}", text(&broke));
+    assert!(
+        text(&broke).contains("new-failure:") && text(&broke).contains("home (ios)  passed → failed"),
+        "{}",
+        text(&broke)
+    );
+    let missing = compare(ids[0], "no-such-run");
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(text(&missing).contains("no run no-such-run"), "{}", text(&missing));
+    std::fs::remove_dir_all(scratch).unwrap();
+}
+
+#[test]
 fn a_second_app_with_a_wrong_token_neither_takes_calls_nor_goes_unnamed() {
     let scratch = temp_dir("wrong-token");
     std::fs::create_dir_all(scratch.join("cases")).unwrap();

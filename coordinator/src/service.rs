@@ -212,6 +212,29 @@ impl grpc::runs_server::Runs for Services {
         }))
     }
 
+    async fn compare(&self, request: Request<grpc::CompareRequest>) -> Result<Response<grpc::CompareResponse>, Status> {
+        let request = request.into_inner();
+        let changes = argus_grid::compare::compare_runs(&self.store, &request.from_run_id, &request.to_run_id).await?;
+        Ok(Response::new(grpc::CompareResponse {
+            changes: changes
+                .into_iter()
+                .map(|c| grpc::CaseChange {
+                    kind: c.kind.to_owned(),
+                    case_id: c.case_id,
+                    platform: c.platform,
+                    from_result: c.from_result.unwrap_or_default(),
+                    to_result: c.to_result.unwrap_or_default(),
+                    from_cause: c.from_cause.unwrap_or_default(),
+                    to_cause: c.to_cause.unwrap_or_default(),
+                    cause_changed: c.cause_changed,
+                    from_ms: c.from_ms,
+                    to_ms: c.to_ms,
+                    spread_ms: c.spread_ms,
+                })
+                .collect(),
+        }))
+    }
+
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
         let run = self.store.get_run(&request.into_inner().run_id).await?;
         Ok(Response::new(summary(run)))

@@ -210,6 +210,21 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     assert_eq!(told.cases.len(), 4);
     assert_eq!(told.cases[0].line, explained[0].line);
     assert_eq!(told.groups[0].case_ids.len(), 4);
+    // Compared with the run before: four new failures, each `backend`; and
+    // the other way round, four fixed.
+    let request = grpc::CompareRequest { from_run_id: first.clone(), to_run_id: second.clone() };
+    let compared = runs.compare(request).await.unwrap().into_inner().changes;
+    assert_eq!(compared.len(), 4, "{compared:#?}");
+    assert!(compared.iter().all(|c| c.kind == "new-failure" && c.to_cause == "backend" && c.from_result == "passed"));
+    assert!(compared.iter().any(|c| c.case_id == "cart" && c.platform == "ios"), "{compared:#?}");
+    let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/compare/{first}")).await;
+    assert_eq!(status, 200, "{body}");
+    let back = json_of(&body);
+    let kinds: Vec<&str> = back["changes"].as_array().unwrap().iter().filter_map(|c| c["kind"].as_str()).collect();
+    assert_eq!(kinds, ["fixed"; 4], "{back}");
+    assert_eq!(back["changes"][0]["from_cause"], "backend");
+    let (status, body) = get(&pages, &format!("/api/v1/runs/{first}/compare/nope")).await;
+    assert_eq!((status, body.contains("no run nope")), (404, true), "{body}");
     // And as the dashboard shows it: the diff's JSON, the run page.
     let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/cases/cart/diff")).await;
     assert_eq!(status, 200, "{body}");

@@ -226,6 +226,22 @@ pub async fn diff(
     }
 }
 
+/// Run B against run A: what it broke, fixed, added, removed or slowed.
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    pub from: String,
+    pub to: String,
+    pub changes: Vec<argus_grid::compare::Change>,
+}
+
+pub async fn compare(
+    State(state): State<Dashboard>,
+    Path((a, b)): Path<(String, String)>,
+) -> Result<Json<Comparison>, ApiError> {
+    let changes = argus_grid::compare::compare_runs(&state.store, &a, &b).await?;
+    Ok(Json(Comparison { from: a, to: b, changes }))
+}
+
 pub async fn run(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Json<RunDetail>, ApiError> {
     Ok(Json(run_detail(&state, &id).await?))
 }

@@ -15,6 +15,7 @@
 //! - [`metrics`], [`time`].
 
 pub mod calls;
+pub mod compare;
 pub mod core;
 pub mod error;
 pub mod explain;

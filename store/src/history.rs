@@ -12,7 +12,20 @@ impl Store {
         platform: &str,
         window: u32,
     ) -> Result<HashMap<String, i64>, StoreError> {
-        let mut medians = HashMap::new();
+        let recent = self.recent_passed_ms(case_ids, platform, window).await?;
+        Ok(recent.into_iter().map(|(case_id, ms)| (case_id, ms[ms.len() / 2])).collect())
+    }
+
+    /// Each case's last `window` passing durations on a platform, sorted
+    /// (a case that never passed there has none): one statement per chunk
+    /// of cases.
+    pub async fn recent_passed_ms(
+        &self,
+        case_ids: &[String],
+        platform: &str,
+        window: u32,
+    ) -> Result<HashMap<String, Vec<i64>>, StoreError> {
+        let mut per_case: HashMap<String, Vec<i64>> = HashMap::new();
         for chunk in case_ids.chunks(self.rows()) {
             let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
             let sql = format!(
@@ -28,16 +41,14 @@ impl Store {
             for id in chunk {
                 query = query.bind(id);
             }
-            let mut per_case: HashMap<String, Vec<i64>> = HashMap::new();
             for (case_id, ms) in query.fetch_all(&self.pool).await? {
                 per_case.entry(case_id).or_default().push(ms);
             }
-            for (case_id, mut ms) in per_case {
-                ms.sort_unstable();
-                medians.insert(case_id, ms[ms.len() / 2]);
-            }
         }
-        Ok(medians)
+        for ms in per_case.values_mut() {
+            ms.sort_unstable();
+        }
+        Ok(per_case)
     }
 
     /// The median of a case's last `window` passing attempts on a platform.

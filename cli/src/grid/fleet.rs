@@ -55,6 +55,21 @@ pub struct RunsArgs {
     /// How many runs to list, newest first.
     #[arg(long, env = "ARGUS_RUNS_LIMIT", default_value_t = 20)]
     limit: u32,
+    #[command(subcommand)]
+    action: Option<RunsAction>,
+}
+
+#[derive(clap::Subcommand)]
+enum RunsAction {
+    /// Run TO against run FROM: new failures, fixed, still failing, added
+    /// and removed cases, and durations that moved beyond the case's own
+    /// spread. Exits 1 when TO has new failures.
+    Compare {
+        /// The run compared with (the older one, usually).
+        from: String,
+        /// The run compared.
+        to: String,
+    },
 }
 
 #[derive(clap::Args)]
@@ -165,6 +180,13 @@ pub async fn runs(args: RunsArgs, matches: &clap::ArgMatches) -> ExitCode {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer),
         Err(error) => return failed("runs", error),
     };
+    if let Some(RunsAction::Compare { from, to }) = args.action {
+        let request = grpc::CompareRequest { from_run_id: from.clone(), to_run_id: to.clone() };
+        return match client.compare(request).await {
+            Ok(compared) => print_comparison(&from, &to, &compared.into_inner().changes),
+            Err(status) => failed("runs compare", status.message()),
+        };
+    }
     let list = match client.list(grpc::ListRequest { limit: args.limit, project: String::new() }).await {
         Ok(list) => list.into_inner(),
         Err(status) => return failed("runs", status.message()),
@@ -195,4 +217,31 @@ pub async fn runs(args: RunsArgs, matches: &clap::ArgMatches) -> ExitCode {
         println!("{:<14} {:<26} {:<10} {:<12} {:<10} {}", run.run_id, started, run.project, run.branch, state, note);
     }
     ExitCode::SUCCESS
+}
+
+/// Prints a comparison grouped by kind; exits 1 when there are new failures.
+fn print_comparison(from: &str, to: &str, changes: &[grpc::CaseChange]) -> ExitCode {
+    println!("run {to} against run {from}:");
+    if changes.is_empty() {
+        println!("  nothing changed: the same cases, the same results, no duration beyond its spread");
+    }
+    let ms = |ms: Option<i64>| ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
+    let mut heading = "";
+    for change in changes {
+        if change.kind != heading {
+            heading = &change.kind;
+            println!("  {heading}:");
+        }
+        let detail = match change.kind.as_str() {
+            "new-failure" => format!("{} → failed [{}]", change.from_result, change.to_cause),
+            "fixed" => format!("failed [{}] → passed", change.from_cause),
+            "still-failing" if change.cause_changed => format!("[{}] → [{}]", change.from_cause, change.to_cause),
+            "still-failing" => format!("[{}]", change.to_cause),
+            "added" => change.to_result.clone(),
+            "removed" => change.from_result.clone(),
+            _ => format!("{} → {} (its spread {})", ms(change.from_ms), ms(change.to_ms), ms(change.spread_ms)),
+        };
+        println!("    {} ({})  {detail}", change.case_id, change.platform);
+    }
+    if changes.iter().any(|c| c.kind == "new-failure") { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

@@ -1,0 +1,263 @@
+//! Two runs side by side: what a change broke, fixed, added or slowed
+//! against the run it is compared with. A pure function of the two runs'
+//! outcomes per case and platform and each case's own spread of passing
+//! durations; [`compare_runs`] reads them from the store.
+
+use std::collections::{BTreeMap, HashMap};
+
+use argus_store::{AttemptDetail, Store};
+use serde::Serialize;
+
+/// How one case ended in one run, on one platform.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub case_id: String,
+    pub platform: String,
+    /// `passed`, `failed`, `unsupported`; `None` when it did not end.
+    pub result: Option<String>,
+    /// Its last attempt's duration.
+    pub ms: Option<i64>,
+    /// Why its last failed attempt failed ("Why it failed"), when it did.
+    pub cause: Option<String>,
+}
+
+/// What changed for one case on one platform from run A to run B.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    /// `new-failure`, `fixed`, `still-failing`, `added`, `removed`,
+    /// `slower`, `faster`.
+    pub kind: &'static str,
+    pub case_id: String,
+    pub platform: String,
+    pub from_result: Option<String>,
+    pub to_result: Option<String>,
+    pub from_cause: Option<String>,
+    pub to_cause: Option<String>,
+    /// For `still-failing`: whether the cause is another one.
+    pub cause_changed: bool,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    /// For `slower` and `faster`: how far the case's own passing durations
+    /// spread (1.4826 × their median absolute deviation).
+    pub spread_ms: Option<i64>,
+}
+
+/// A duration moves when it is this many spreads away, and by more than
+/// [`MOVED_MIN_MS`] (a 20 ms case jitters by more than its spread says).
+const MOVED_SPREADS: f64 = 3.0;
+const MOVED_MIN_MS: i64 = 50;
+/// Fewer passing durations than this say nothing of a case's spread.
+pub const SPREAD_SAMPLES: usize = 5;
+
+/// A case's spread from its sorted passing durations; `None` with too few.
+pub fn spread(sorted_ms: &[i64]) -> Option<f64> {
+    if sorted_ms.len() < SPREAD_SAMPLES {
+        return None;
+    }
+    let median = sorted_ms[sorted_ms.len() / 2];
+    let mut deviations: Vec<i64> = sorted_ms.iter().map(|ms| (ms - median).abs()).collect();
+    deviations.sort_unstable();
+    Some(1.4826 * deviations[deviations.len() / 2] as f64)
+}
+
+/// The changes from `a` to `b`, new failures first, then fixed, still
+/// failing, added, removed, slower, faster; by case within each. `spreads`
+/// is keyed by case and platform.
+pub fn compare(a: &[Outcome], b: &[Outcome], spreads: &HashMap<(String, String), f64>) -> Vec<Change> {
+    let key = |o: &Outcome| (o.case_id.clone(), o.platform.clone());
+    let before: BTreeMap<(String, String), &Outcome> = a.iter().map(|o| (key(o), o)).collect();
+    let after: BTreeMap<(String, String), &Outcome> = b.iter().map(|o| (key(o), o)).collect();
+    let change = |kind, k: &(String, String), from: Option<&Outcome>, to: Option<&Outcome>| Change {
+        kind,
+        case_id: k.0.clone(),
+        platform: k.1.clone(),
+        from_result: from.and_then(|o| o.result.clone()),
+        to_result: to.and_then(|o| o.result.clone()),
+        from_cause: from.and_then(|o| o.cause.clone()),
+        to_cause: to.and_then(|o| o.cause.clone()),
+        cause_changed: false,
+        from_ms: from.and_then(|o| o.ms),
+        to_ms: to.and_then(|o| o.ms),
+        spread_ms: None,
+    };
+    let failed = |o: &Outcome| o.result.as_deref() == Some("failed");
+    let passed = |o: &Outcome| o.result.as_deref() == Some("passed");
+    let mut changes = Vec::new();
+    for (k, to) in &after {
+        let Some(from) = before.get(k) else {
+            changes.push(change("added", k, None, Some(to)));
+            continue;
+        };
+        match (failed(from), failed(to)) {
+            (false, true) => changes.push(change("new-failure", k, Some(from), Some(to))),
+            (true, false) if passed(to) => changes.push(change("fixed", k, Some(from), Some(to))),
+            (true, true) => changes.push(Change {
+                cause_changed: from.cause != to.cause,
+                ..change("still-failing", k, Some(from), Some(to))
+            }),
+            _ => {}
+        }
+        if passed(from)
+            && passed(to)
+            && let (Some(x), Some(y), Some(spread)) = (from.ms, to.ms, spreads.get(k))
+        {
+            let moved = y - x;
+            if moved.abs() > MOVED_MIN_MS && moved.abs() as f64 > MOVED_SPREADS * spread {
+                let kind = if moved > 0 { "slower" } else { "faster" };
+                changes
+                    .push(Change { spread_ms: Some(spread.round() as i64), ..change(kind, k, Some(from), Some(to)) });
+            }
+        }
+    }
+    for (k, from) in &before {
+        if !after.contains_key(k) {
+            changes.push(change("removed", k, Some(from), None));
+        }
+    }
+    const ORDER: [&str; 7] = ["new-failure", "fixed", "still-failing", "added", "removed", "slower", "faster"];
+    changes.sort_by_key(|c| (ORDER.iter().position(|k| *k == c.kind), c.case_id.clone(), c.platform.clone()));
+    changes
+}
+
+/// Each case's outcome in a run: its last attempt's platform, duration and
+/// result, and the cause of its failure when it failed.
+pub fn outcomes(attempts: &[AttemptDetail], causes: &HashMap<String, String>) -> Vec<Outcome> {
+    let mut last: BTreeMap<&str, &AttemptDetail> = BTreeMap::new();
+    for attempt in attempts.iter().filter(|a| a.state == "done") {
+        let newer = last
+            .get(attempt.case_id.as_str())
+            .is_none_or(|l| (attempt.attempt, attempt.try_no) > (l.attempt, l.try_no));
+        if newer {
+            last.insert(&attempt.case_id, attempt);
+        }
+    }
+    last.into_values()
+        .map(|a| Outcome {
+            case_id: a.case_id.clone(),
+            platform: a.platform.clone().unwrap_or_default(),
+            result: a.result.clone().or_else(|| (a.infrastructure != 0).then(|| "infrastructure".to_owned())),
+            ms: a.ms,
+            cause: causes.get(&a.case_id).cloned(),
+        })
+        .collect()
+}
+
+/// Reads two runs and compares them.
+pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>, crate::explain::ExplainError> {
+    let mut sides = Vec::new();
+    for run in [a, b] {
+        store.get_run(run).await?;
+        let (explained, _) = crate::explain::explain_run(store, run).await?;
+        let causes: HashMap<String, String> =
+            explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
+        sides.push(outcomes(&store.run_attempts(run).await?, &causes));
+    }
+    let mut per_platform: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for outcome in sides.iter().flatten() {
+        per_platform.entry(outcome.platform.as_str()).or_default().push(outcome.case_id.clone());
+    }
+    let mut spreads = HashMap::new();
+    for (platform, case_ids) in per_platform {
+        for (case_id, ms) in store.recent_passed_ms(&case_ids, platform, SPREAD_WINDOW).await? {
+            if let Some(spread) = spread(&ms) {
+                spreads.insert((case_id, platform.to_owned()), spread);
+            }
+        }
+    }
+    Ok(compare(&sides[0], &sides[1], &spreads))
+}
+
+/// How many of a case's latest passes its spread is taken from.
+const SPREAD_WINDOW: u32 = 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(case: &str, result: &str, ms: i64, cause: Option<&str>) -> Outcome {
+        Outcome {
+            case_id: case.into(),
+            platform: "ios".into(),
+            result: Some(result.into()),
+            ms: Some(ms),
+            cause: cause.map(str::to_owned),
+        }
+    }
+
+    fn kinds(changes: &[Change]) -> Vec<(&str, &str)> {
+        changes.iter().map(|c| (c.kind, c.case_id.as_str())).collect()
+    }
+
+    #[test]
+    fn new_failures_fixes_still_failing_added_and_removed_are_named_in_that_order() {
+        let a = [
+            outcome("login", "passed", 100, None),
+            outcome("cart", "failed", 100, Some("backend")),
+            outcome("feed", "failed", 100, Some("app")),
+            outcome("gone", "passed", 100, None),
+            outcome("same", "passed", 100, None),
+        ];
+        let b = [
+            outcome("login", "failed", 100, Some("timing")),
+            outcome("cart", "passed", 100, None),
+            outcome("feed", "failed", 100, Some("backend")),
+            outcome("new", "passed", 100, None),
+            outcome("same", "passed", 100, None),
+        ];
+        let changes = compare(&a, &b, &HashMap::new());
+        assert_eq!(
+            kinds(&changes),
+            [
+                ("new-failure", "login"),
+                ("fixed", "cart"),
+                ("still-failing", "feed"),
+                ("added", "new"),
+                ("removed", "gone")
+            ]
+        );
+        assert!(changes[2].cause_changed);
+        assert_eq!((changes[2].from_cause.as_deref(), changes[2].to_cause.as_deref()), (Some("app"), Some("backend")));
+        assert_eq!(changes[0].to_cause.as_deref(), Some("timing"));
+    }
+
+    #[test]
+    fn a_duration_moves_only_beyond_its_own_spread() {
+        let spreads = HashMap::from([
+            (("slow".to_owned(), "ios".to_owned()), 40.0),
+            (("noisy".to_owned(), "ios".to_owned()), 400.0),
+        ]);
+        let a = [
+            outcome("slow", "passed", 1_000, None),
+            outcome("noisy", "passed", 1_000, None),
+            outcome("unknown", "passed", 1_000, None),
+        ];
+        let b = [
+            outcome("slow", "passed", 1_200, None),
+            outcome("noisy", "passed", 2_000, None),
+            outcome("unknown", "passed", 9_000, None),
+        ];
+        let changes = compare(&a, &b, &spreads);
+        // 200 ms beyond 3 × 40; 1,000 ms within 3 × 400; no spread known.
+        assert_eq!(kinds(&changes), [("slower", "slow")]);
+        assert_eq!(changes[0].spread_ms, Some(40));
+        let faster = compare(&b, &a, &spreads);
+        assert_eq!(kinds(&faster), [("faster", "slow")]);
+    }
+
+    #[test]
+    fn the_same_case_on_two_platforms_is_two_cases() {
+        let a = [outcome("login", "passed", 100, None)];
+        let b = [
+            outcome("login", "passed", 100, None),
+            Outcome { platform: "android".into(), ..outcome("login", "failed", 100, None) },
+        ];
+        assert_eq!(kinds(&compare(&a, &b, &HashMap::new())), [("added", "login")]);
+    }
+
+    #[test]
+    fn a_spread_needs_enough_passes_and_ignores_an_outlier() {
+        assert_eq!(spread(&[100, 110, 120, 130]), None);
+        let spread = spread(&[100, 100, 101, 102, 103, 5_000]).unwrap();
+        assert!(spread < 5.0, "{spread}");
+    }
+}
