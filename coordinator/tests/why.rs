@@ -225,6 +225,13 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     assert_eq!(back["changes"][0]["from_cause"], "backend");
     let (status, body) = get(&pages, &format!("/api/v1/runs/{first}/compare/nope")).await;
     assert_eq!((status, body.contains("no run nope")), (404, true), "{body}");
+    // The page, and the run page's link to it from the run after.
+    let (status, body) = get(&pages, &format!("/runs/{first}/compare/{second}")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("New failures <small>4</small>") && body.contains(">cart</a>"), "{body}");
+    let (status, body) = get(&pages, &format!("/runs/{second}")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(&format!("href=\"/runs/{first}/compare/{second}\"")), "{body}");
     // And as the dashboard shows it: the diff's JSON, the run page.
     let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/cases/cart/diff")).await;
     assert_eq!(status, 200, "{body}");

@@ -179,7 +179,9 @@ pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiErr
     if view.result == "running" {
         view.finished_attempts = Some(state.store.finished_attempts(id).await?);
     }
-    let mut detail = RunDetail::new(view, attempts);
+    let previous =
+        state.store.previous_run(&view.project, view.branch.as_deref().unwrap_or(""), view.started_ms).await?;
+    let mut detail = RunDetail { previous, ..RunDetail::new(view, attempts) };
     let devices: Vec<String> = detail.lanes().into_keys().collect();
     detail.models = state.store.device_models(&devices).await?.into_iter().collect();
     if detail.counts.failed > 0 {

@@ -43,6 +43,7 @@ pub fn router(state: Dashboard) -> Router {
     Router::new()
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
+        .route("/runs/{a}/compare/{b}", get(pages::compare))
         .route("/cases/{case}", get(pages::case))
         .route("/flaky", get(pages::flaky))
         .route("/fleet", get(pages::fleet))

@@ -48,6 +48,16 @@ struct FlakyTemplate {
 }
 
 #[derive(Template)]
+#[template(path = "compare.html")]
+struct CompareTemplate {
+    from: String,
+    to: String,
+    project: String,
+    /// Each kind of change with a heading, in the comparison's order.
+    groups: Vec<(&'static str, Vec<argus_grid::compare::Change>)>,
+}
+
+#[derive(Template)]
 #[template(path = "fleet.html")]
 struct FleetTemplate {
     fleet: FleetView,
@@ -125,6 +135,33 @@ pub async fn flaky(State(state): State<Dashboard>, Query(query): Query<ProjectQu
     match api::flaky_and_slow(&state, &query).await {
         Ok(report) => {
             render(FlakyTemplate { report, projects, history: api::History::of(&state).await.unwrap_or_default() })
+        }
+        Err(error) => error_page(error),
+    }
+}
+
+pub async fn compare(State(state): State<Dashboard>, Path((from, to)): Path<(String, String)>) -> Response {
+    const TITLES: [(&str, &str); 7] = [
+        ("new-failure", "New failures"),
+        ("fixed", "Fixed"),
+        ("still-failing", "Still failing"),
+        ("added", "Added"),
+        ("removed", "Removed"),
+        ("slower", "Slower"),
+        ("faster", "Faster"),
+    ];
+    let compared = async {
+        let project = state.store.get_run(&to).await?.project;
+        Ok::<_, ApiError>((project, argus_grid::compare::compare_runs(&state.store, &from, &to).await?))
+    };
+    match compared.await {
+        Ok((project, changes)) => {
+            let groups = TITLES
+                .iter()
+                .map(|(kind, title)| (*title, changes.iter().filter(|c| c.kind == *kind).cloned().collect::<Vec<_>>()))
+                .filter(|(_, changes)| !changes.is_empty())
+                .collect();
+            render(CompareTemplate { from, to, project, groups })
         }
         Err(error) => error_page(error),
     }

@@ -225,6 +225,9 @@ pub struct RunDetail {
     /// `line`, `cause` and `signature`), and the failures that share a cause.
     pub why: Vec<WhyLine>,
     pub causes: Vec<argus_grid::explain::Group>,
+    /// The run of the same project and branch before this one, which the
+    /// page links the comparison with.
+    pub previous: Option<String>,
 }
 
 /// One failed case, explained in a line.
@@ -275,7 +278,7 @@ impl RunDetail {
             }
         }
         let counts = RunCounts::of(&cases);
-        Self { run, counts, cases, models: BTreeMap::new(), why: Vec::new(), causes: Vec::new() }
+        Self { run, counts, cases, models: BTreeMap::new(), why: Vec::new(), causes: Vec::new(), previous: None }
     }
 
     /// Per device, the attempts it ran, for the timeline.

@@ -233,6 +233,25 @@ impl Store {
         .await?)
     }
 
+    /// The run of `project` on `branch` (`''`: none named) that started
+    /// last before `before_ms`: what a run is compared with by default.
+    pub async fn previous_run(
+        &self,
+        project: &str,
+        branch: &str,
+        before_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM runs WHERE project = $1 AND COALESCE(branch, '') = $2 AND started_at < $3 AND written = 1 \
+             ORDER BY started_at DESC LIMIT 1",
+        )
+        .bind(project)
+        .bind(branch)
+        .bind(before_ms)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     pub async fn get_run(&self, run_id: &str) -> Result<RunRow, StoreError> {
         sqlx::query_as::<_, RunRow>(RUN_COLUMNS_BY_ID)
             .bind(run_id)
