@@ -206,8 +206,9 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     let passing = format!("{checkout}  - app.see: {{ route: Feed }}\n");
     let red = format!("{checkout}  - app.see: {{ text: \"<b>Order</b> placed\", timeoutMs: 200 }}\n");
     submit_and_wait(&url, "main", green).await;
-    submit_and_wait(&url, "feature/pay", &passing).await;
+    let paid = submit_and_wait(&url, "feature/pay", &passing).await;
     let failing = submit_and_wait(&url, "feature/pay", &red).await;
+    let compared = format!("/runs/{paid}/compare/{failing}");
 
     // The runs list, then filtered to failures.
     client.goto(&format!("{web}/")).await.unwrap();
@@ -348,11 +349,17 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     let bars = client.find_all(Locator::Css("#fleet tbody svg.spark rect")).await.unwrap();
     assert_eq!(bars.len(), 24, "each device's last hour, in twelve bars");
 
+    // The failing run against the passing one before it: the new failure.
+    client.goto(&format!("{web}{compared}")).await.unwrap();
+    let rows = client.find_all(Locator::Css("table.compare tr.new-failure")).await.unwrap();
+    assert_eq!(rows.len(), 1, "one new failure");
+    assert!(rows[0].text().await.unwrap().contains("checkout"));
+
     // On a phone, in dark mode: nothing wider than the screen, dark colours.
     client.set_window_size(390, 844).await.unwrap();
     let dark = json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}});
     client.issue_cmd(DevTools(dark)).await.unwrap();
-    for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet"] {
+    for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet", &compared] {
         client.goto(&format!("{web}{page}")).await.unwrap();
         let fits = client
             .execute("return document.documentElement.scrollWidth <= window.innerWidth + 1", vec![])
@@ -378,7 +385,7 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
         assert_eq!(background, json!("rgb(20, 22, 27)"), "{page} in dark mode");
     }
 
-    for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet"] {
+    for page in ["/", &format!("/runs/{failing}"), "/cases/checkout?project=shop", "/flaky", "/fleet", &compared] {
         client.goto(&format!("{web}{page}")).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         let errors = console_errors(&client).await;
