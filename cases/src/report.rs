@@ -84,6 +84,17 @@ impl RunDir {
 /// JUnit XML: one test case per case, from its last attempt; a failed first
 /// attempt of a case that then passed is a flaky run; unsupported is skipped.
 pub fn junit(suite_name: &str, attempts: &[RunCase]) -> String {
+    junit_muted(suite_name, attempts, &std::collections::BTreeMap::new())
+}
+
+/// [`junit`], where a case of `muted` (case id → why it is muted) that
+/// failed is skipped with its reason, its failure kept in the description:
+/// a muted case does not fail the run.
+pub fn junit_muted(
+    suite_name: &str,
+    attempts: &[RunCase],
+    muted: &std::collections::BTreeMap<String, String>,
+) -> String {
     let mut suite = TestSuite::new(suite_name);
     let mut ids: Vec<&str> = Vec::new();
     for attempt in attempts {
@@ -119,12 +130,20 @@ pub fn junit(suite_name: &str, attempts: &[RunCase]) -> String {
                 status.set_message(failure(last).0);
                 status
             }
-            CaseResult::Failed => {
-                let (message, description) = failure(last);
-                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                status.set_message(message).set_description(description);
-                status
-            }
+            CaseResult::Failed => match muted.get(id) {
+                Some(why) => {
+                    let (message, description) = failure(last);
+                    let mut status = TestCaseStatus::skipped();
+                    status.set_message(format!("muted: {why}")).set_description(format!("{message}\n{description}"));
+                    status
+                }
+                None => {
+                    let (message, description) = failure(last);
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status.set_message(message).set_description(description);
+                    status
+                }
+            },
         };
         for earlier in &tries[..tries.len() - 1] {
             let (message, description) = failure(earlier);
@@ -216,6 +235,12 @@ mod tests {
         let xml = junit("argus", &failed);
         assert!(xml.contains(r#"failures="1""#), "{xml}");
         assert!(xml.contains(r#"message="app.see Sent: not on screen: Sent""#), "{xml}");
+        // Muted: skipped with its reason; the failure kept for whoever reads it.
+        let muted = [("pay".to_owned(), "flaky keyboard <#12>".to_owned())].into_iter().collect();
+        let xml = junit_muted("argus", &failed, &muted);
+        assert!(xml.contains(r#"failures="0""#) && xml.contains(r#"skipped="1""#), "{xml}");
+        assert!(xml.contains(r#"<skipped message="muted: flaky keyboard &lt;#12&gt;">"#), "{xml}");
+        assert!(xml.contains("not on screen: Sent"), "{xml}");
     }
 
     #[test]

@@ -150,6 +150,7 @@ async fn leased_run(store: &Store, name: &str, cases: usize, grant: bool) -> Vec
         retries: 0,
         priority: 1,
         detached: true,
+        rerun_of: None,
         started_at: 0,
         manifest_json: "{}".into(),
         files: vec![(file.clone(), String::new())],
@@ -161,6 +162,7 @@ async fn leased_run(store: &Store, name: &str, cases: usize, grant: bool) -> Vec
                 ordinal: i as i64,
                 expected_ms: 1,
                 estimate_source: "default".into(),
+                muted: None,
             })
             .collect(),
     };

@@ -21,6 +21,14 @@ pub enum Command {
     Check(CheckArgs),
     /// Run a suite on one device through one driver.
     Run(RunArgs),
+    /// Mute a case on the grid: it still runs and is recorded, but its
+    /// failure no longer fails runs (they exit 0 when only muted cases
+    /// failed; JUnit marks it skipped with the reason).
+    Mute(crate::grid::MuteArgs),
+    /// Unmute a muted case.
+    Unmute(crate::grid::UnmuteArgs),
+    /// The cases muted on the grid.
+    Muted(crate::grid::MutedArgs),
 }
 
 #[derive(clap::Args)]
@@ -76,10 +84,16 @@ pub struct CheckArgs {
     strict_lynkeus: bool,
 }
 
-pub async fn run(command: Command) -> ExitCode {
+pub async fn run(command: Command, matches: &clap::ArgMatches) -> ExitCode {
+    // The subcommand's own flags, for the settings' layers.
+    let matches = matches.subcommand().map(|(_, m)| m.clone()).unwrap_or_default();
+    let matches = &matches;
     match command {
         Command::Check(args) => check(args),
         Command::Run(args) => run_cases(args).await,
+        Command::Mute(args) => crate::grid::mute(args, matches).await,
+        Command::Unmute(args) => crate::grid::unmute(args, matches).await,
+        Command::Muted(args) => crate::grid::muted(args, matches).await,
     }
 }
 

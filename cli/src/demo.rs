@@ -208,6 +208,7 @@ fn suite(state: &std::path::Path) -> Result<(grpc::SubmitRequest, LocalProject),
         trigger: "argus demo".into(),
         priority: 1,
         detach: false,
+        ..Default::default()
     };
     Ok((request, LocalProject::of(&cases_config)))
 }

@@ -102,7 +102,7 @@ async fn main() -> ExitCode {
     let code = match cli.command {
         Command::Sim(args) => sim::run(args).await,
         Command::Call(args) => call::run(args).await,
-        Command::Cases(command) => cases::run(command).await,
+        Command::Cases(command) => cases::run(command, &sub).await,
         Command::Demo(args) => demo::run(args).await,
         Command::DemoBackend => demo_backend::run(),
         Command::Run(args) => run::run(args, &sub).await,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use argus_cases::format::label;
-use argus_cases::report::{RunDir, junit};
+use argus_cases::report::{RunDir, junit_muted};
 use argus_cases::runner::{LocalProject, needs_project};
 use argus_cases::{CaseError, CasesConfig};
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
@@ -88,6 +88,15 @@ pub struct RunArgs {
     /// name of the folder it runs from).
     #[arg(long, env = "ARGUS_PROJECT")]
     project: Option<String>,
+    /// Run again the cases that failed in this run, from the case files it
+    /// was submitted with (kept by the coordinator, whatever the files here
+    /// say now), on its devices' selector unless --on-platform, --label or
+    /// --app say otherwise. Muted cases that failed only with --rerun-muted.
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "paths")]
+    rerun_failed: Option<String>,
+    /// With --rerun-failed: muted cases that failed run again too.
+    #[arg(long, requires = "rerun_failed")]
+    rerun_muted: bool,
     #[command(flatten)]
     output: OutputArgs,
     /// Local grid: how long to wait for the first device, in seconds.
@@ -167,78 +176,15 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     };
     (args.coordinator, args.token, args.tls_ca, args.project) =
         (client.coordinator, client.token, client.tls_ca, client.project);
-    let (cases_config, suite) = match load_suite(&args.paths) {
-        Ok(loaded) => loaded,
-        Err(errors) => return report(&errors),
-    };
-    let cases = &suite.cases;
-    // Fixtures and exec commands run here, where the suite and its
-    // credentials are; the workers relay each call to this process.
-    let project_steps: Vec<CaseError> = cases
-        .iter()
-        .flat_map(|case| {
-            case.all_steps().filter(|step| needs_project(step, &cases_config)).map(move |step| {
-                CaseError::new(
-                    &case.file,
-                    Some(step.line),
-                    format!("{}: `{}` runs on the project's side (fixtures or exec)", case.id, label(step)),
-                )
-            })
-        })
-        .collect();
-    let project = if project_steps.is_empty() {
-        None
-    } else if args.no_fixtures || args.detach {
-        let why = if args.no_fixtures { "--no-fixtures" } else { "a detached run" };
-        for step in &project_steps {
-            eprintln!("{step}");
-        }
-        eprintln!(
-            "the suite was refused: with {why} nothing serves fixtures and exec steps; {} step{} need{} them",
-            project_steps.len(),
-            if project_steps.len() == 1 { "" } else { "s" },
-            if project_steps.len() == 1 { "s" } else { "" }
-        );
-        return ExitCode::from(2);
-    } else {
-        let project = Arc::new(LocalProject::of(&cases_config));
-        if let Err(code) = check_fixtures(&project, cases, &cases_config).await {
-            project.close().await;
-            return code;
-        }
-        Some(project)
-    };
-    let Ok(cwd) = std::env::current_dir() else { return usage("cannot read the current directory") };
-    let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
-    let mut sources = Vec::new();
-    for file in files {
-        match std::fs::read_to_string(suite.path_of(file)) {
-            Ok(source) => sources.push(grpc::CaseFile { path: file.to_owned(), source }),
-            Err(error) => return usage(format!("{file}: {error}")),
-        }
-    }
-    let config = match CasesConfig::section_json(&cwd, std::env::var("LYNKEUS_CONFIG").ok().as_deref()) {
-        Ok(config) => config,
-        Err(error) => return usage(error),
-    };
-    let (branch, commit) = git_info();
-    let request = grpc::SubmitRequest {
-        cases: sources,
-        config_json: config.to_string(),
-        selector: Some(grpc::Selector {
-            platform: args.selector_platform.clone().unwrap_or_default(),
-            labels: args.labels.iter().cloned().collect(),
-            app: args.app.clone().unwrap_or_default(),
-        }),
-        retries: if args.once { 0 } else { args.retries },
-        project: args.project.clone().unwrap_or_else(crate::cases::default_project),
-        branch,
-        commit,
-        trigger: std::env::var("GITHUB_RUN_ID")
-            .map(|id| format!("github run {id}"))
-            .unwrap_or_else(|_| "argus run".into()),
-        priority: args.priority,
-        detach: args.detach,
+    let (request, project) = match &args.rerun_failed {
+        Some(of) => match rerun_request(&args, of) {
+            Ok(rerun) => rerun,
+            Err(code) => return code,
+        },
+        None => match local_request(&args).await {
+            Ok(local) => local,
+            Err(code) => return code,
+        },
     };
     let seconds = |value: f64, flag: &str| {
         Duration::try_from_secs_f64(value).map_err(|_| format!("{flag} takes a number of seconds, not {value}"))
@@ -284,6 +230,127 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     cancel.cancel();
     crate::grid::stop_local(local).await;
     code
+}
+
+/// A run of the suite here: its case files and configuration, and the
+/// project's side (fixtures, exec) when its cases need one.
+async fn local_request(args: &RunArgs) -> Result<(grpc::SubmitRequest, Option<Arc<LocalProject>>), ExitCode> {
+    let (cases_config, suite) = match load_suite(&args.paths) {
+        Ok(loaded) => loaded,
+        Err(errors) => return Err(report(&errors)),
+    };
+    let cases = &suite.cases;
+    // Fixtures and exec commands run here, where the suite and its
+    // credentials are; the workers relay each call to this process.
+    let project_steps: Vec<CaseError> = cases
+        .iter()
+        .flat_map(|case| {
+            case.all_steps().filter(|step| needs_project(step, &cases_config)).map(move |step| {
+                CaseError::new(
+                    &case.file,
+                    Some(step.line),
+                    format!("{}: `{}` runs on the project's side (fixtures or exec)", case.id, label(step)),
+                )
+            })
+        })
+        .collect();
+    let project = if project_steps.is_empty() {
+        None
+    } else if args.no_fixtures || args.detach {
+        let why = if args.no_fixtures { "--no-fixtures" } else { "a detached run" };
+        for step in &project_steps {
+            eprintln!("{step}");
+        }
+        eprintln!(
+            "the suite was refused: with {why} nothing serves fixtures and exec steps; {} step{} need{} them",
+            project_steps.len(),
+            if project_steps.len() == 1 { "" } else { "s" },
+            if project_steps.len() == 1 { "s" } else { "" }
+        );
+        return Err(ExitCode::from(2));
+    } else {
+        let project = Arc::new(LocalProject::of(&cases_config));
+        if let Err(code) = check_fixtures(&project, cases, &cases_config).await {
+            project.close().await;
+            return Err(code);
+        }
+        Some(project)
+    };
+    let Ok(cwd) = std::env::current_dir() else { return Err(usage("cannot read the current directory")) };
+    let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
+    let mut sources = Vec::new();
+    for file in files {
+        match std::fs::read_to_string(suite.path_of(file)) {
+            Ok(source) => sources.push(grpc::CaseFile { path: file.to_owned(), source }),
+            Err(error) => return Err(usage(format!("{file}: {error}"))),
+        }
+    }
+    let config = match CasesConfig::section_json(&cwd, std::env::var("LYNKEUS_CONFIG").ok().as_deref()) {
+        Ok(config) => config,
+        Err(error) => return Err(usage(error)),
+    };
+    let (branch, commit) = git_info();
+    let request = grpc::SubmitRequest {
+        cases: sources,
+        config_json: config.to_string(),
+        selector: Some(selector(args)),
+        retries: if args.once { 0 } else { args.retries },
+        project: args.project.clone().unwrap_or_else(crate::cases::default_project),
+        branch,
+        commit,
+        trigger: trigger(),
+        priority: args.priority,
+        detach: args.detach,
+        rerun_failed_of: String::new(),
+        rerun_muted: false,
+    };
+    Ok((request, project))
+}
+
+/// A run of the cases that failed in run `of`, from the files that run was
+/// submitted with (the coordinator has them); selector, project, branch
+/// and commit are that run's unless given here. The project's side is
+/// served from here, as for any run.
+fn rerun_request(args: &RunArgs, of: &str) -> Result<(grpc::SubmitRequest, Option<Arc<LocalProject>>), ExitCode> {
+    let project = if args.no_fixtures || args.detach {
+        None
+    } else {
+        let Ok(cwd) = std::env::current_dir() else { return Err(usage("cannot read the current directory")) };
+        match CasesConfig::load(&cwd, std::env::var("LYNKEUS_CONFIG").ok().as_deref()) {
+            Ok(config) => Some(Arc::new(LocalProject::of(&config))),
+            Err(error) => return Err(report(&[error])),
+        }
+    };
+    let (branch, commit) = git_info();
+    let given = selector(args);
+    let request = grpc::SubmitRequest {
+        selector: Some(given),
+        retries: if args.once { 0 } else { args.retries },
+        project: args.project.clone().unwrap_or_default(),
+        branch,
+        commit,
+        trigger: trigger(),
+        priority: args.priority,
+        detach: args.detach,
+        rerun_failed_of: of.to_owned(),
+        rerun_muted: args.rerun_muted,
+        ..Default::default()
+    };
+    Ok((request, project))
+}
+
+/// The devices the flags ask for (empty: any, or a rerun's own).
+fn selector(args: &RunArgs) -> grpc::Selector {
+    grpc::Selector {
+        platform: args.selector_platform.clone().unwrap_or_default(),
+        labels: args.labels.iter().cloned().collect(),
+        app: args.app.clone().unwrap_or_default(),
+    }
+}
+
+/// Who started the run: the CI job, else `argus run`.
+fn trigger() -> String {
+    std::env::var("GITHUB_RUN_ID").map(|id| format!("github run {id}")).unwrap_or_else(|_| "argus run".into())
 }
 
 /// How `argus run` rides out a lost coordinator and a fleet with no device.
@@ -394,6 +461,20 @@ pub async fn execute(
     match submitted.dashboard_url.as_str() {
         "" => println!("run {}: {cases} case{}", submitted.run_id, crate::summary::plural(cases)),
         url => println!("run {}: {cases} case{}, live at {url}", submitted.run_id, crate::summary::plural(cases)),
+    }
+    if !submitted.rerun_of.is_empty() {
+        println!("  the cases that failed in run {}, from the files it was submitted with", submitted.rerun_of);
+    }
+    // Why each muted case is muted: its failure does not fail the run.
+    let muted: std::collections::BTreeMap<String, String> =
+        submitted.muted.iter().map(|m| (m.case_id.clone(), m.reason.clone())).collect();
+    if !muted.is_empty() {
+        let n = muted.len();
+        println!(
+            "  {n} case{} muted: a failure of {} does not fail the run",
+            crate::summary::plural(n),
+            if n == 1 { "it" } else { "them" }
+        );
     }
     if detach {
         println!("detached: the run goes on without this client");
@@ -510,7 +591,7 @@ pub async fn execute(
         return usage(error);
     }
     if let Some(path) = junit_path
-        && let Err(error) = std::fs::write(path, junit(&project_name, &lines))
+        && let Err(error) = std::fs::write(path, junit_muted(&project_name, &lines, &muted))
     {
         return usage(format!("{}: {error}", path.display()));
     }
@@ -528,10 +609,14 @@ pub async fn execute(
             Err(status) => println!("why it failed: the coordinator could not say ({})", status.message()),
         }
     }
+    let muted_failed = crate::summary::muted_failed(&lines, &muted);
+    for (id, why) in &muted_failed {
+        println!("muted: {id} failed and does not fail the run ({why})");
+    }
     if !submitted.dashboard_url.is_empty() {
         println!("{}", submitted.dashboard_url);
     }
-    if totals.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if totals.failed as usize > muted_failed.len() { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
 /// What `argus run` keeps while it watches a run, and what it does with

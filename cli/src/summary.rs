@@ -122,6 +122,25 @@ pub fn why(explained: &argus_proto::grpc::ExplainResponse) -> Vec<String> {
 }
 
 /// `s` after a count other than one.
+/// The muted cases (case id → why) whose last attempt failed, in the
+/// order they finished.
+pub fn muted_failed<'a>(
+    lines: &[RunCase],
+    muted: &'a std::collections::BTreeMap<String, String>,
+) -> Vec<(String, &'a str)> {
+    let mut last: Vec<(&str, &RunCase)> = Vec::new();
+    for line in lines {
+        match last.iter_mut().find(|(id, _)| *id == line.id) {
+            Some(seen) => seen.1 = line,
+            None => last.push((&line.id, line)),
+        }
+    }
+    last.into_iter()
+        .filter(|(_, line)| line.result == argus_proto::run::CaseResult::Failed)
+        .filter_map(|(id, _)| muted.get_key_value(id).map(|(id, why)| (id.clone(), why.as_str())))
+        .collect()
+}
+
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }

@@ -36,6 +36,10 @@ pub struct CoordinatorSettings {
     pub keep_days: Option<u64>,
     /// Days the step records of passing attempts are kept.
     pub step_records_days: u64,
+    /// The branch whose passes unmute a muted case.
+    pub default_branch: String,
+    /// Attempts in a row that passed there to unmute it; 0: never by passes.
+    pub unmute_after: u32,
     pub standby: bool,
 }
 
@@ -59,6 +63,8 @@ impl Default for CoordinatorSettings {
             client_grace: 60,
             keep_days: None,
             step_records_days: argus_store::prune::STEP_RECORDS_DAYS,
+            default_branch: "main".into(),
+            unmute_after: argus_grid::mutes::UNMUTE_AFTER,
             standby: false,
         }
     }
@@ -71,6 +77,8 @@ pub enum SettingsError {
     KeepNothing,
     #[error("public_url {0:?}: give the dashboard's address as http://HOST:PORT")]
     PublicUrl(String),
+    #[error("default_branch is empty: name the branch whose passes unmute a case (main, say)")]
+    DefaultBranch,
     #[error("tls_cert and tls_key go together: give both, or neither")]
     TlsHalf,
     #[error(transparent)]
@@ -83,6 +91,9 @@ impl CoordinatorSettings {
     pub fn validate(&self) -> Result<Option<TlsIdentity>, SettingsError> {
         if self.keep_days == Some(0) {
             return Err(SettingsError::KeepNothing);
+        }
+        if self.default_branch.trim().is_empty() {
+            return Err(SettingsError::DefaultBranch);
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("http://") || url.starts_with("https://"))

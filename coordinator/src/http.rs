@@ -4,7 +4,8 @@
 //! Every request passes one guard first: with a read token set, everything
 //! but `/healthz` needs it (`Authorization: Bearer TOKEN`, or HTTP Basic with
 //! the token as the password, which a browser asks for), except the
-//! WebDriver facade, which drives devices and needs the client token (the
+//! WebDriver facade, which drives devices, and `/api/` requests that act
+//! rather than read (mute, run again), which need the client token (the
 //! read token when no client token is set); a path or query
 //! that holds a NUL byte or is not UTF-8 is refused with 400; and any error
 //! under `/api/` is JSON (`{"error": …}`), never a bare body or a database's
@@ -148,6 +149,21 @@ async fn guard_request(State(state): State<Guard>, request: Request, next: Next)
         }
         return next.run(request).await;
     }
+    // What acts (mute, unmute, run again) rather than reads needs the
+    // client token, as `argus run` does (the read token when no client
+    // token is set).
+    let acts = api && !matches!(*request.method(), axum::http::Method::GET | axum::http::Method::HEAD);
+    if acts {
+        if let Some(token) = state.client_token.as_ref().or(state.read_token.as_ref())
+            && !authorized(request.headers(), token)
+        {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "this needs the coordinator's client token: Authorization: Bearer TOKEN".into(),
+            );
+        }
+        return json_errors(next.run(request).await).await;
+    }
     // `lynkeus report push` presents its own key (see `push.rs`).
     if let Some(token) = &state.read_token
         && request.uri().path() != "/healthz"
@@ -162,12 +178,18 @@ async fn guard_request(State(state): State<Guard>, request: Request, next: Next)
         return response;
     }
     let response = next.run(request).await;
-    if api && (response.status().is_client_error() || response.status().is_server_error()) && !is_json(&response) {
+    if api { json_errors(response).await } else { response }
+}
+
+/// An `/api/` error that is not JSON (axum's own rejections: a body that
+/// is not JSON, a missing field) made `{"error": …}`.
+async fn json_errors(response: Response) -> Response {
+    if (response.status().is_client_error() || response.status().is_server_error()) && !is_json(&response) {
         let status = response.status();
         let body = axum::body::to_bytes(response.into_body(), ERROR_BODY_LIMIT).await.unwrap_or_default();
         let text = String::from_utf8_lossy(&body).trim().to_owned();
         let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_lowercase() } else { text };
-        return refuse(status, message);
+        return (status, axum::Json(serde_json::json!({ "error": message }))).into_response();
     }
     response
 }

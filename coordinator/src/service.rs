@@ -235,6 +235,23 @@ impl grpc::runs_server::Runs for Services {
         }))
     }
 
+    async fn mute(&self, request: Request<grpc::MuteRequest>) -> Result<Response<grpc::MuteResponse>, Status> {
+        let mute = argus_grid::mutes::mute(&self.store, request.into_inner(), argus_grid::time::now_ms()).await?;
+        Ok(Response::new(grpc::MuteResponse { mute: Some(argus_grid::mutes::to_grpc(mute)) }))
+    }
+
+    async fn unmute(&self, request: Request<grpc::UnmuteRequest>) -> Result<Response<grpc::UnmuteResponse>, Status> {
+        let was_muted =
+            argus_grid::mutes::unmute(&self.store, request.into_inner(), argus_grid::time::now_ms()).await?;
+        Ok(Response::new(grpc::UnmuteResponse { was_muted }))
+    }
+
+    async fn mutes(&self, request: Request<grpc::MutesRequest>) -> Result<Response<grpc::MutesResponse>, Status> {
+        let project = request.into_inner().project;
+        let mutes = self.store.mutes(Some(&project).filter(|p| !p.is_empty()).map(String::as_str)).await?;
+        Ok(Response::new(grpc::MutesResponse { mutes: mutes.into_iter().map(argus_grid::mutes::to_grpc).collect() }))
+    }
+
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
         let run = self.store.get_run(&request.into_inner().run_id).await?;
         Ok(Response::new(summary(run)))
@@ -278,6 +295,8 @@ fn summary(run: argus_store::RunRow) -> grpc::RunSummary {
         commit: run.commit_sha.unwrap_or_default(),
         result: run.result.unwrap_or_default(),
         waiting_reason: run.waiting_reason.unwrap_or_default(),
+        muted_failed: run.muted_failed.unwrap_or(0).max(0) as u64,
+        rerun_of: run.rerun_of.unwrap_or_default(),
     }
 }
 
@@ -371,6 +390,8 @@ pub struct Options {
     /// Keep passing attempts' step records this long, pruned every hour;
     /// [`argus_store::prune::STEP_RECORDS_DAYS`] when `None`.
     pub step_records: Option<std::time::Duration>,
+    /// What follows each run's end: when muted cases unmute themselves.
+    pub follow_up: argus_grid::follow_up::FollowUp,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -430,6 +451,35 @@ fn write_causes(store: Store, shutdown: CancellationToken, tasks: &tokio_util::t
     });
 }
 
+/// How often ended runs are followed up, and how many at a time.
+const FOLLOW_UP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+const FOLLOW_UP_PER_BATCH: u32 = 50;
+
+/// Follows up each ended run (see `argus_grid::follow_up`) in a tracked task.
+fn follow_up_runs(
+    store: Store,
+    policy: argus_grid::follow_up::FollowUp,
+    shutdown: CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) {
+    let span = tracing::info_span!("follow up runs");
+    argus_proto::task::periodically(span, FOLLOW_UP_EVERY, FOLLOW_UP_EVERY, shutdown, tasks, move || {
+        let (store, policy) = (store.clone(), policy.clone());
+        async move {
+            loop {
+                match argus_grid::follow_up::follow_up(&store, &policy, FOLLOW_UP_PER_BATCH).await {
+                    Ok(done) if done as u32 == FOLLOW_UP_PER_BATCH => continue,
+                    Ok(_) => return,
+                    Err(error) => {
+                        tracing::warn!(%error, "following up ended runs failed; trying again shortly");
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Serves the coordinator on `listener` until `shutdown`.
 pub async fn serve_with(
     listener: TcpListener,
@@ -437,7 +487,7 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls, core: mut core_config, artifacts, keep, step_records } = options;
+    let Options { tokens, http, tls, core: mut core_config, artifacts, keep, step_records, follow_up } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     // Links to the dashboard: where it was said to be, else the HTTP
     // address when it names one host (not 0.0.0.0).
@@ -481,6 +531,7 @@ pub async fn serve_with(
         &tasks,
     );
     write_causes(store.clone(), shutdown.clone(), &tasks);
+    follow_up_runs(store.clone(), follow_up, shutdown.clone(), &tasks);
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let guard = crate::http::Guard {

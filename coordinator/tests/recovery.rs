@@ -23,6 +23,7 @@ fn run(id: &str, cases: &[&str]) -> NewRun {
                 ordinal: i as i64,
                 expected_ms: 1_000,
                 estimate_source: "default".into(),
+                muted: None,
             })
             .collect(),
         ..NewRun::default()

@@ -3,6 +3,7 @@
 //! and `/api/v1/` for scripts. No build step: templates are compiled in,
 //! and the CSS and the one script are embedded.
 
+mod actions;
 mod api;
 mod pages;
 mod sessions;
@@ -17,7 +18,7 @@ use argus_store::artifacts::Artifacts;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post, put};
 
 const CSS: &str = include_str!("../static/argus.css");
 const SCRIPT: &str = include_str!("../static/live.js");
@@ -74,6 +75,9 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/flaky", get(api::flaky))
         .route("/api/v1/fleet", get(api::fleet))
         .route("/api/v1/projects", get(api::projects))
+        .route("/api/v1/mutes", get(actions::mutes))
+        .route("/api/v1/mutes/{project}/{case}", put(actions::mute).delete(actions::unmute))
+        .route("/api/v1/runs/{id}/rerun-failed", post(actions::rerun_failed))
         .route("/api/v1/sessions", get(sessions::sessions_api))
         .route("/api/v1/sessions/{id}", get(sessions::session_api))
         .with_state(state)

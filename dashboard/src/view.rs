@@ -463,6 +463,8 @@ mod tests {
             retried: Some(1),
             detached: 0,
             waiting_reason: None,
+            muted_failed: None,
+            rerun_of: None,
         });
         let detail = RunDetail::new(
             run,

@@ -12,6 +12,9 @@ pub enum CoreError {
     NoDevice(String),
     #[error("no run {0}")]
     NoRun(String),
+    /// Something asked for that is not there (a case never run, say).
+    #[error("{0}")]
+    NotFound(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the coordinator is shutting down")]
@@ -27,6 +30,7 @@ impl From<CoreError> for tonic::Status {
             CoreError::Invalid(m) => tonic::Status::invalid_argument(m),
             CoreError::NoDevice(m) => tonic::Status::failed_precondition(m),
             CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
+            CoreError::NotFound(m) => tonic::Status::not_found(m),
             CoreError::Store(store) => store.into(),
             CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
             CoreError::Internal(m) => tonic::Status::internal(m),

@@ -66,6 +66,7 @@ impl CheckedSuite {
             retries: request.retries,
             priority: self.priority,
             detached: request.detach,
+            rerun_of: text(&request.rerun_failed_of),
             started_at,
             manifest_json: serde_json::to_string(&RunManifest::started(started_iso)).expect("a manifest is plain data"),
             files: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
@@ -81,6 +82,7 @@ impl CheckedSuite {
                     ordinal: ordinal as i64,
                     expected_ms: *ms,
                     estimate_source: source.to_string(),
+                    muted: None,
                 })
                 .collect(),
         }

@@ -27,6 +27,7 @@ fn new_run(id: &str) -> NewRun {
         retries: 0,
         priority: 1,
         detached: false,
+        rerun_of: None,
         started_at: 0,
         manifest_json: "{}".into(),
         files: vec![("cases/bench.md".into(), String::new())],
@@ -38,6 +39,7 @@ fn new_run(id: &str) -> NewRun {
                 ordinal: i as i64,
                 expected_ms: 1000,
                 estimate_source: "default".into(),
+                muted: None,
             })
             .collect(),
     }

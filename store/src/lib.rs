@@ -7,7 +7,7 @@ macro_rules! run_select {
     () => {
         "SELECT id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, priority, \
          started_at, finished_at, manifest_json, platform, result, cases, passed, failed, retried, detached, \
-         waiting_reason FROM runs"
+         waiting_reason, muted_failed, rerun_of FROM runs"
     };
 }
 
@@ -18,6 +18,7 @@ mod dashboard;
 mod fleet;
 mod history;
 mod import;
+mod mutes;
 mod observations;
 mod open;
 pub mod prune;
@@ -28,6 +29,7 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
+pub use mutes::{MuteEvent, MuteRow};
 pub use observations::{CaseRun, FailureCause, ObservationRow, Observed, ObservedAttempt};
 pub use retention::Pruned;
 pub use sessions::{CommandRow, SessionRow};

@@ -20,6 +20,8 @@ pub struct NewRun {
     /// Case files: path and text.
     pub files: Vec<(String, String)>,
     pub cases: Vec<NewCase>,
+    /// The run whose failed cases it runs again.
+    pub rerun_of: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +33,9 @@ pub struct NewCase {
     pub expected_ms: i64,
     /// `history`, `estimate` or `default`.
     pub estimate_source: String,
+    /// Why it is muted, when it was muted as the run was submitted: its
+    /// failure does not fail the run.
+    pub muted: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +146,10 @@ pub struct RunRow {
     pub detached: i64,
     /// Why the run waits, while no device can take its attempts.
     pub waiting_reason: Option<String>,
+    /// How many of its failed cases were muted (set when it finishes).
+    pub muted_failed: Option<i64>,
+    /// The run whose failed cases it runs again.
+    pub rerun_of: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -150,6 +159,8 @@ pub struct CaseRow {
     pub ordinal: i64,
     pub expected_ms: i64,
     pub final_result: Option<String>,
+    /// Why it was muted in this run.
+    pub muted: Option<String>,
 }
 
 /// Which runs the runs list shows.

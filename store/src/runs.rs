@@ -13,8 +13,8 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO runs (id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, \
-             priority, started_at, manifest_json, detached, written) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 0)",
+             priority, started_at, manifest_json, detached, rerun_of, written) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0)",
         )
         .bind(&run.id)
         .bind(&run.project)
@@ -28,6 +28,7 @@ impl Store {
         .bind(run.started_at)
         .bind(&run.manifest_json)
         .bind(i64::from(run.detached))
+        .bind(&run.rerun_of)
         .execute(&mut *tx)
         .await?;
         // A few statements per 500 cases, whatever the suite's size.
@@ -61,8 +62,9 @@ impl Store {
             let mut tx = self.pool.begin().await?;
             for chunk in part.chunks(self.rows()) {
                 let sql = format!(
-                    "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source) VALUES {}",
-                    placeholders(chunk.len(), 7)
+                    "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source, muted) \
+                     VALUES {}",
+                    placeholders(chunk.len(), 8)
                 );
                 // Built from constants and numbered placeholders only.
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -74,7 +76,8 @@ impl Store {
                         .bind(&case.title)
                         .bind(case.ordinal)
                         .bind(case.expected_ms)
-                        .bind(&case.estimate_source);
+                        .bind(&case.estimate_source)
+                        .bind(&case.muted);
                 }
                 query.execute(&mut *tx).await?;
             }
@@ -226,7 +229,8 @@ impl Store {
     /// A run's cases, in suite order.
     pub async fn run_cases(&self, run_id: &str) -> Result<Vec<CaseRow>, StoreError> {
         Ok(sqlx::query_as::<_, CaseRow>(
-            "SELECT case_id, file, ordinal, expected_ms, final_result FROM cases WHERE run_id = $1 ORDER BY ordinal",
+            "SELECT case_id, file, ordinal, expected_ms, final_result, muted FROM cases WHERE run_id = $1 \
+             ORDER BY ordinal",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
@@ -284,15 +288,23 @@ pub(super) async fn finish_run_in(
         })
     });
     let totals = manifest.and_then(|m| m.totals);
+    // A run whose only failures are muted cases passed (its totals still
+    // count them: lynkeus' results are kept as they were).
+    let muted_failed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM cases WHERE run_id = $1 AND final_result = 'failed' AND muted IS NOT NULL",
+    )
+    .bind(run_id)
+    .fetch_one(&mut **tx)
+    .await?;
     let result = match &totals {
-        Some(t) if t.failed > 0 => "failed",
+        Some(t) if t.failed as i64 > muted_failed => "failed",
         Some(_) => "passed",
         None => "cancelled",
     };
     let count = |pick: fn(&argus_proto::run::RunTotals) -> u64| totals.as_ref().map(|t| pick(t) as i64);
     let updated = sqlx::query(
         "UPDATE runs SET finished_at = $1, manifest_json = $2, platform = $3, result = $4, cases = $5, \
-         passed = $6, failed = $7, retried = $8, waiting_reason = NULL WHERE id = $9",
+         passed = $6, failed = $7, retried = $8, waiting_reason = NULL, muted_failed = $10 WHERE id = $9",
     )
     .bind(finished_at)
     .bind(manifest_json)
@@ -303,6 +315,7 @@ pub(super) async fn finish_run_in(
     .bind(count(|t| t.failed))
     .bind(count(|t| t.retried))
     .bind(run_id)
+    .bind(totals.as_ref().map(|_| muted_failed))
     .execute(&mut **tx)
     .await?;
     if updated.rows_affected() == 0 {

@@ -375,6 +375,7 @@ fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
         retries: 1,
         priority: 1,
         detached: false,
+        rerun_of: None,
         started_at,
         manifest_json: format!(r#"{{"schema":1,"startedAt":"{started_at}"}}"#),
         files: vec![("cases/a.md".into(), "---\nid: a\n---\n".into())],
@@ -388,6 +389,7 @@ fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
                 ordinal: i as i64,
                 expected_ms: 1000 * (i as i64 + 1),
                 estimate_source: "default".into(),
+                muted: None,
             })
             .collect(),
     }

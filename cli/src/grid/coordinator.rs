@@ -99,6 +99,16 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_STEP_RECORDS_DAYS", value_name = "DAYS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     step_records_days: Option<u64>,
+    /// The branch whose runs count when a muted case is unmuted by passing
+    /// [default: main].
+    #[arg(long, env = "ARGUS_DEFAULT_BRANCH", value_name = "BRANCH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default_branch: Option<String>,
+    /// Unmute a muted case once its last N attempts on the default branch
+    /// passed; 0: only by hand or at its --until [default: 10].
+    #[arg(long, env = "ARGUS_UNMUTE_AFTER", value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unmute_after: Option<u32>,
     /// Accepted for older configurations: on Postgres every coordinator
     /// serves only while it holds the database's lock and stands by (health
     /// NOT_SERVING) while another does. SQLite refuses it.
@@ -224,6 +234,12 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         artifacts: Some(artifacts),
         keep,
         step_records: Some(step_records),
+        follow_up: argus_grid::follow_up::FollowUp {
+            mutes: argus_grid::mutes::MutePolicy {
+                default_branch: settings.default_branch.clone(),
+                unmute_after: settings.unmute_after,
+            },
+        },
     };
     match argus_coordinator::serve_with(listener, store, options, shutdown).await {
         Ok(()) if lost.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(1),

@@ -28,7 +28,7 @@ pub struct ViewArgs {
 impl ViewArgs {
     /// The coordinator to ask, from the layers (flags, variables, the
     /// `[client]` table of argus.toml); 127.0.0.1:7171 when none says.
-    fn target(&self, command: &str, matches: &clap::ArgMatches) -> Result<Target, String> {
+    pub(super) fn target(&self, command: &str, matches: &clap::ArgMatches) -> Result<Target, String> {
         let given = settings::ClientGiven {
             coordinator: self.coordinator.clone(),
             token: self.token.clone(),

@@ -20,11 +20,13 @@ pub use argus_coordinator::config::{DEFAULT_DATABASE, DEFAULT_HTTP, DEFAULT_LIST
 
 mod coordinator;
 mod fleet;
+mod mutes;
 mod standalone;
 mod worker;
 
 pub use coordinator::*;
 pub use fleet::*;
+pub use mutes::*;
 pub use standalone::*;
 pub use worker::*;
 

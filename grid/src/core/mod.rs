@@ -189,20 +189,46 @@ impl Handle {
         // milliseconds: on a blocking thread, not on one the owner task, the
         // workers' links and the watches share.
         let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
-        let suite = tokio::task::spawn_blocking(move || crate::submit::check(request)).await.map_err(stopped)??;
+        // A rerun: the earlier run's files, and only its failed cases.
+        let (request, only) = if request.rerun_failed_of.is_empty() {
+            (request, None)
+        } else {
+            let rerun = crate::rerun::prepare(store, request).await?;
+            (rerun.request, Some(rerun.cases))
+        };
+        let mut suite = tokio::task::spawn_blocking(move || crate::submit::check(request)).await.map_err(stopped)??;
+        if let Some(only) = &only {
+            suite.cases.retain(|case| only.contains(&case.id));
+            if suite.cases.is_empty() {
+                return Err(CoreError::Invalid("none of the failed cases is in the suite as configured now".into()));
+            }
+        }
         self.admit(suite.selector.clone()).await?;
         let platform = suite.selector.platform.clone().unwrap_or_default();
         let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let started_at = crate::time::now_ms();
-        let (suite, run) = tokio::task::spawn_blocking(move || {
+        let (suite, mut run) = tokio::task::spawn_blocking(move || {
             let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
             (suite, run)
         })
         .await
         .map_err(stopped)?;
+        // The mutes in force now hold for the whole run.
+        let mutes = store.mutes_in_force(&run.project, started_at).await?;
+        let mut muted = Vec::new();
+        for case in &mut run.cases {
+            if let Some(mute) = mutes.get(&case.case_id) {
+                case.muted = Some(mute.reason.clone());
+                muted.push(crate::mutes::to_grpc(mute.clone()));
+            }
+        }
         store.create_run(&run).await?;
-        self.submitted(suite, run, traceparent).await
+        let rerun_of = run.rerun_of.clone().unwrap_or_default();
+        let mut response = self.submitted(suite, run, traceparent).await?;
+        response.muted = muted;
+        response.rerun_of = rerun_of;
+        Ok(response)
     }
 
     /// A run the caller checked and wrote: the owner takes it up.

@@ -319,6 +319,8 @@ impl Core {
             dashboard_url: self.config.dashboard_url.as_ref().map(|u| format!("{u}/runs/{id}")).unwrap_or_default(),
             expected_ms,
             from_history,
+            muted: Vec::new(),
+            rerun_of: String::new(),
         }
     }
 

@@ -1,0 +1,164 @@
+//! What a team does from the dashboard, beside reading it: mute and unmute
+//! a case, run a run's failed cases again. Each needs the client token (the
+//! coordinator's HTTP guard asks for it on every `/api/` request that is
+//! not a read).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::api::{ApiError, ProjectQuery};
+use crate::Dashboard;
+use argus_grid::error::CoreError;
+use argus_grid::time::now_ms;
+use argus_proto::grpc;
+use argus_store::{MuteEvent, MuteRow};
+
+impl From<CoreError> for ApiError {
+    fn from(error: CoreError) -> Self {
+        let status = match &error {
+            CoreError::Invalid(_) => StatusCode::BAD_REQUEST,
+            CoreError::NoRun(_) | CoreError::NotFound(_) => StatusCode::NOT_FOUND,
+            CoreError::NoDevice(_) => StatusCode::CONFLICT,
+            CoreError::Store(_) | CoreError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
+            CoreError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        match error {
+            CoreError::Store(store) => store.into(),
+            other => ApiError(status, other.to_string()),
+        }
+    }
+}
+
+/// The cases muted now and every mute and unmute, newest first.
+#[derive(Debug, Serialize)]
+pub struct Mutes {
+    pub mutes: Vec<MuteRow>,
+    pub history: Vec<MuteEvent>,
+}
+
+/// Mutes and unmutes shown.
+pub const HISTORY_SHOWN: u32 = 200;
+
+pub async fn mutes_of(state: &Dashboard, project: &str) -> Result<Mutes, ApiError> {
+    let project = Some(project).filter(|p| !p.is_empty());
+    Ok(Mutes {
+        mutes: state.store.mutes(project).await?,
+        history: state.store.mute_events(project, HISTORY_SHOWN).await?,
+    })
+}
+
+/// `GET /api/v1/mutes?project=P`.
+pub async fn mutes(State(state): State<Dashboard>, Query(query): Query<ProjectQuery>) -> Result<Json<Mutes>, ApiError> {
+    Ok(Json(mutes_of(&state, &query.project).await?))
+}
+
+/// A mute as the API takes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MuteBody {
+    pub reason: String,
+    #[serde(default)]
+    pub owner: String,
+    /// `2026-12-31` (through that day, UTC) or an RFC 3339 time.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Who mutes it.
+    #[serde(default)]
+    pub by: String,
+}
+
+/// `PUT /api/v1/mutes/{project}/{case}`.
+pub async fn mute(
+    State(state): State<Dashboard>,
+    Path((project, case_id)): Path<(String, String)>,
+    Json(body): Json<MuteBody>,
+) -> Result<Json<MuteRow>, ApiError> {
+    let until_unix_ms = match body.until.as_deref().filter(|u| !u.is_empty()) {
+        Some(until) => Some(
+            argus_grid::mutes::parse_until(until)
+                .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("until: {e}")))?,
+        ),
+        None => None,
+    };
+    let ask = grpc::MuteRequest {
+        project,
+        case_id,
+        reason: body.reason,
+        owner: body.owner,
+        until_unix_ms,
+        by: if body.by.is_empty() { "dashboard".into() } else { body.by },
+    };
+    Ok(Json(argus_grid::mutes::mute(&state.store, ask, now_ms()).await?))
+}
+
+/// Who unmutes and why, as the query of a DELETE.
+#[derive(Debug, Default, Deserialize)]
+pub struct UnmuteQuery {
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Unmuted {
+    pub was_muted: bool,
+}
+
+/// `DELETE /api/v1/mutes/{project}/{case}?by=…&reason=…`: 404 when the case
+/// was not muted.
+pub async fn unmute(
+    State(state): State<Dashboard>,
+    Path((project, case_id)): Path<(String, String)>,
+    Query(query): Query<UnmuteQuery>,
+) -> Result<Json<Unmuted>, ApiError> {
+    let by = if query.by.is_empty() { "dashboard".into() } else { query.by };
+    let ask = grpc::UnmuteRequest { project: project.clone(), case_id: case_id.clone(), by, reason: query.reason };
+    if !argus_grid::mutes::unmute(&state.store, ask, now_ms()).await? {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("{case_id} is not muted in {project}")));
+    }
+    Ok(Json(Unmuted { was_muted: true }))
+}
+
+/// A rerun as the API takes it (the body may be left out).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerunBody {
+    /// Muted cases that failed run again too.
+    #[serde(default)]
+    pub muted: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Rerun {
+    pub run_id: String,
+    pub rerun_of: String,
+    pub cases: Vec<String>,
+    /// The new run's page.
+    pub url: String,
+}
+
+/// `POST /api/v1/runs/{id}/rerun-failed`: the run's failed cases again, from
+/// its files, on its selector, detached (no client watches it; cases with
+/// fixture or exec steps fail there, as nothing serves them).
+pub async fn rerun_failed(
+    State(state): State<Dashboard>,
+    Path(id): Path<String>,
+    body: Option<Json<RerunBody>>,
+) -> Result<Json<Rerun>, ApiError> {
+    let body = body.map(|Json(body)| body).unwrap_or_default();
+    let request = grpc::SubmitRequest {
+        rerun_failed_of: id.clone(),
+        rerun_muted: body.muted,
+        retries: 1,
+        priority: 1,
+        detach: true,
+        trigger: "dashboard rerun".into(),
+        ..Default::default()
+    };
+    let submitted = state.handle.submit(&state.store, request, String::new()).await?;
+    let url = format!("/runs/{}", submitted.run_id);
+    Ok(Json(Rerun { run_id: submitted.run_id, rerun_of: id, cases: submitted.case_ids, url }))
+}
