@@ -181,10 +181,11 @@ pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiErr
     }
     let previous =
         state.store.previous_run(&view.project, view.branch.as_deref().unwrap_or(""), view.started_ms).await?;
-    let mut detail = RunDetail { previous, ..RunDetail::new(view, attempts) };
+    let muted = state.store.run_muted(id).await?;
+    let mut detail = RunDetail { previous, ..RunDetail::new(view, attempts).with_muted(muted) };
     let devices: Vec<String> = detail.lanes().into_keys().collect();
     detail.models = state.store.device_models(&devices).await?.into_iter().collect();
-    if detail.counts.failed > 0 {
+    if detail.counts.failed + detail.counts.muted_failed > 0 {
         let (explained, causes) = argus_grid::explain::explain_run(&state.store, id).await?;
         detail.why = explained
             .into_iter()
@@ -266,7 +267,8 @@ pub async fn junit(State(state): State<Dashboard>, Path(id): Path<String>) -> Re
     let run = state.store.get_run(&id).await?;
     let lines: Vec<argus_proto::run::RunCase> =
         state.store.run_lines(&id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    let xml = argus_cases::report::junit(&run.project, &lines);
+    let muted = state.store.run_muted(&id).await?.into_iter().collect();
+    let xml = argus_cases::report::junit_muted(&run.project, &lines, &muted);
     Ok(download(&format!("{id}-junit.xml"), "application/xml", xml))
 }
 
@@ -323,6 +325,7 @@ pub async fn case_history(state: &Dashboard, project: &str, case_id: &str) -> Re
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no attempts of {case_id} in project {project}")));
     }
     let mut history = CaseHistory::new(project.to_owned(), case_id.to_owned(), rows);
+    history.mute = state.store.mutes(Some(project)).await?.into_iter().find(|m| m.case_id == case_id);
     if let Some(failure) = &history.last_failure {
         let attempt = u32::try_from(failure.attempt).ok();
         history.why = argus_grid::explain::explain_case(&state.store, &failure.run_id, case_id, attempt).await?;
@@ -349,6 +352,8 @@ pub struct FlakyAndSlow {
     /// Failures by cause and signature, ranked by the cases and runs they
     /// cost in the window.
     pub causes: Vec<argus_grid::explain::Costly>,
+    /// The cases muted now, and every mute and unmute, newest first.
+    pub mutes: crate::actions::Mutes,
 }
 
 /// Failed attempts read to rank their signatures.
@@ -387,6 +392,7 @@ pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<F
             ranked.truncate(CAUSES_SHOWN);
             ranked
         },
+        mutes: crate::actions::mutes_of(state, &project).await?,
         project,
         days,
     })

@@ -44,6 +44,10 @@ pub struct RunView {
     pub finished_attempts: Option<i64>,
     /// For a run that waits: why no device takes its attempts.
     pub waiting: Option<String>,
+    /// Its failed cases that were muted (they did not fail it).
+    pub muted_failed: Option<i64>,
+    /// The run whose failed cases it ran again.
+    pub rerun_of: Option<String>,
 }
 
 impl RunView {
@@ -71,6 +75,8 @@ impl RunView {
             retried: row.retried,
             finished_attempts: None,
             waiting: row.waiting_reason.filter(|_| row.finished_at.is_none()),
+            muted_failed: row.muted_failed.filter(|n| *n > 0),
+            rerun_of: row.rerun_of,
         }
     }
 
@@ -143,6 +149,8 @@ pub struct CaseView {
     pub result: String,
     /// It passed after an attempt that failed.
     pub flaky: bool,
+    /// Why it was muted in this run: a failure of it did not fail the run.
+    pub muted: Option<String>,
     pub attempts: Vec<AttemptView>,
 }
 
@@ -151,13 +159,19 @@ impl CaseView {
     /// passed, each in suite order.
     fn rank(&self) -> u8 {
         match self.result.as_str() {
-            "failed" => 0,
-            "running" => 1,
-            "pending" => 2,
-            _ if self.flaky => 3,
-            "unsupported" => 4,
-            _ => 5,
+            "failed" if self.muted.is_none() => 0,
+            "failed" => 1,
+            "running" => 2,
+            "pending" => 3,
+            _ if self.flaky => 4,
+            "unsupported" => 5,
+            _ => 6,
         }
+    }
+
+    /// Failed, but muted: it did not fail the run.
+    pub fn muted_failed(&self) -> bool {
+        self.result == "failed" && self.muted.is_some()
     }
 
     pub fn retried(&self) -> bool {
@@ -171,7 +185,10 @@ impl CaseView {
 pub struct RunCounts {
     pub cases: usize,
     pub passed: usize,
+    /// Failed and not muted: what failed the run.
     pub failed: usize,
+    /// Failed, but muted.
+    pub muted_failed: usize,
     /// Passed after an attempt that failed (counted in `passed` too).
     pub flaky: usize,
     pub unsupported: usize,
@@ -192,6 +209,7 @@ impl RunCounts {
         for case in cases {
             match case.result.as_str() {
                 "passed" => counts.passed += 1,
+                "failed" if case.muted.is_some() => counts.muted_failed += 1,
                 "failed" => counts.failed += 1,
                 "unsupported" => counts.unsupported += 1,
                 _ => {}
@@ -258,6 +276,7 @@ impl RunDetail {
                     title: attempt.line.as_ref().and_then(|l| l.title.clone()),
                     result: String::new(),
                     flaky: false,
+                    muted: None,
                     attempts: vec![attempt],
                 }),
             }
@@ -279,6 +298,24 @@ impl RunDetail {
         }
         let counts = RunCounts::of(&cases);
         Self { run, counts, cases, models: BTreeMap::new(), why: Vec::new(), causes: Vec::new(), previous: None }
+    }
+
+    /// Marks the cases that were muted in the run (case id → why), which
+    /// the counts then keep apart.
+    pub fn with_muted(mut self, muted: Vec<(String, String)>) -> Self {
+        for (id, why) in muted {
+            if let Some(case) = self.cases.iter_mut().find(|c| c.id == id) {
+                case.muted = Some(why);
+            }
+        }
+        self.cases.sort_by_key(CaseView::rank);
+        for (c, case) in self.cases.iter_mut().enumerate() {
+            for (a, attempt) in case.attempts.iter_mut().enumerate() {
+                attempt.anchor = format!("c{c}a{a}");
+            }
+        }
+        self.counts = RunCounts::of(&self.cases);
+        self
     }
 
     /// Per device, the attempts it ran, for the timeline.
@@ -312,6 +349,8 @@ pub struct CaseHistory {
     /// The last failure against the last time the case passed, with its
     /// cause and when it started failing; `null` without a record of it.
     pub why: Option<argus_grid::explain::Explained>,
+    /// Its mute, while it is muted.
+    pub mute: Option<argus_store::MuteRow>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -328,6 +367,14 @@ pub struct CaseAttemptView {
 }
 
 impl CaseHistory {
+    /// When its mute ends, in words.
+    pub fn mute_ends(&self) -> String {
+        match self.mute.as_ref().and_then(|m| m.until_ms) {
+            Some(until) => format!("until {}", iso(until)),
+            None => "until it passes enough times in a row on the default branch".into(),
+        }
+    }
+
     pub fn flake_percent(&self) -> String {
         format!("{:.0}", self.flake_rate * 100.0)
     }
@@ -375,6 +422,7 @@ impl CaseHistory {
             failed_on,
             last_failure,
             why: None,
+            mute: None,
         }
     }
 }

@@ -126,3 +126,69 @@ function openTarget() {
 }
 window.addEventListener("hashchange", openTarget);
 openTarget();
+
+// What acts rather than reads (mute, unmute, run the failed again) needs
+// the coordinator's client token: asked when the coordinator refuses
+// without it, and kept for this tab only.
+const TOKEN_KEY = "argus-client-token";
+
+async function act(method, url, body) {
+  for (;;) {
+    const headers = { accept: "application/json" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.authorization = "Bearer " + token;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const answer = await response.json().catch(() => ({}));
+    if (response.status === 401) {
+      const given = window.prompt("The coordinator's client token (kept for this tab):");
+      if (!given) throw new Error("this needs the coordinator's client token");
+      sessionStorage.setItem(TOKEN_KEY, given.trim());
+      continue;
+    }
+    if (!response.ok) throw new Error(answer.error || response.status + " " + response.statusText);
+    return answer;
+  }
+}
+
+function mutePath(form) {
+  return "/api/v1/mutes/" + encodeURIComponent(form.dataset.project) + "/" + encodeURIComponent(form.dataset.case);
+}
+
+async function onAct(form) {
+  const status = form.querySelector(".act-status");
+  const say = (text) => { if (status) status.textContent = text; };
+  const button = form.querySelector("button");
+  button.disabled = true;
+  say("…");
+  try {
+    if (form.classList.contains("mute")) {
+      const data = new FormData(form);
+      await act("PUT", mutePath(form), {
+        reason: data.get("reason") || "",
+        until: data.get("until") || null,
+        owner: data.get("owner") || "",
+      });
+      window.location.reload();
+    } else if (form.classList.contains("unmute")) {
+      await act("DELETE", mutePath(form) + "?reason=" + encodeURIComponent("unmuted on the dashboard"));
+      window.location.reload();
+    } else if (form.classList.contains("rerun")) {
+      const muted = form.querySelector("input[name=muted]");
+      const rerun = await act("POST", "/api/v1/runs/" + encodeURIComponent(form.dataset.run) + "/rerun-failed", {
+        muted: Boolean(muted && muted.checked),
+      });
+      window.location.assign(rerun.url);
+    }
+  } catch (error) {
+    say(error.message);
+    button.disabled = false;
+  }
+}
+
+for (const form of document.querySelectorAll("form.act")) {
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    onAct(form);
+  });
+}
