@@ -899,3 +899,97 @@ fn sqlite_coordinator(dir: &std::path::Path, extra: &[&str]) -> (Killed, String)
     let args = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"];
     (Killed(spawn(&[&args[..], extra].concat(), dir)), format!("http://{listen}"))
 }
+
+#[test]
+fn a_muted_case_fails_without_failing_the_run_reruns_come_from_the_stored_files_and_passes_unmute_it() {
+    let scratch = temp_dir("muted");
+    let cases = scratch.join("project/cases");
+    std::fs::create_dir_all(&cases).unwrap();
+    let write = |name: &str, steps: &str| {
+        std::fs::write(cases.join(format!("{name}.md")), format!("---\nid: {name}\n---\nsteps:\n{steps}")).unwrap()
+    };
+    write("home", "  - app.see: \"#title\"\n");
+    write("promo", "  - app.see: { text: Nope, timeoutMs: 100 }\n");
+    let (_coordinator, url) = sqlite_coordinator(&scratch, &["--unmute-after", "2"]);
+    let port = free_port();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
+    let _sims = Sims::start(&[port]);
+    wait_for_devices(&url, 1);
+    let argus = |args: &[&str]| {
+        Command::new(ARGUS)
+            .current_dir(scratch.join("project"))
+            // Runs on the default branch, whatever CI this runs under.
+            .env("GITHUB_HEAD_REF", "main")
+            .args(args)
+            .args(["--coordinator", &url])
+            .output()
+            .unwrap()
+    };
+    let run_id = |output: &std::process::Output| {
+        let printed = text(output);
+        printed.lines().find_map(|l| l.strip_prefix("run ")?.split(':').next().map(str::to_owned)).unwrap()
+    };
+    let first = argus(&["run", "--once"]);
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+    let failed_run = run_id(&first);
+
+    // A case that never ran is not muted by a typo.
+    let typo = argus(&["cases", "mute", "prom", "--reason", "x"]);
+    assert_eq!(typo.status.code(), Some(2), "{}", text(&typo));
+    assert!(text(&typo).contains("no case \"prom\" has run in project \"project\""), "{}", text(&typo));
+    let muted = argus(&["cases", "mute", "promo", "--reason", "stale promotion <#12>", "--owner", "ana", "--by", "ci"]);
+    assert_eq!(muted.status.code(), Some(0), "{}", text(&muted));
+    let listed = text(&argus(&["cases", "muted"]));
+    assert!(listed.contains("promo") && listed.contains("stale promotion <#12>") && listed.contains("ana"), "{listed}");
+
+    // Muted: it still runs and fails, and the run passes; JUnit skips it
+    // with the reason.
+    let junit = scratch.join("junit.xml");
+    let second = argus(&["run", "--once", "--junit", junit.to_str().unwrap()]);
+    let printed = text(&second);
+    assert_eq!(second.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("1 case muted") && printed.contains("1/2 passed"), "{printed}");
+    assert!(printed.contains("muted: promo failed and does not fail the run (stale promotion <#12>)"), "{printed}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"<skipped message="muted: stale promotion &lt;#12&gt;">"#), "{xml}");
+    assert!(xml.contains(r#"failures="0""#), "{xml}");
+
+    // The files change here; a rerun of the first run runs what failed
+    // there, as it was then.
+    write("promo", "  - app.see: \"#title\"\n");
+    write("added", "  - app.see: \"#title\"\n");
+    let muted_run = run_id(&second);
+    let nothing = argus(&["run", "--rerun-failed", &muted_run]);
+    assert_eq!(nothing.status.code(), Some(2), "{}", text(&nothing));
+    assert!(
+        text(&nothing).contains("has no failed case to run again (1 muted case failed: --rerun-muted runs them too)"),
+        "{}",
+        text(&nothing)
+    );
+    let rerun = argus(&["run", "--rerun-failed", &failed_run, "--once", "--junit", junit.to_str().unwrap()]);
+    let printed = text(&rerun);
+    assert_eq!(rerun.status.code(), Some(0), "only the muted case failed: {printed}");
+    assert!(printed.contains(": 1 case"), "{printed}");
+    assert!(printed.contains(&format!("the cases that failed in run {failed_run}")), "{printed}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"tests="1""#) && xml.contains("promo") && xml.contains("Nope"), "the old file ran: {xml}");
+
+    // Two passes in a row on main unmute it.
+    for _ in 0..2 {
+        let pass = argus(&["run", "--once"]);
+        assert_eq!(pass.status.code(), Some(0), "{}", text(&pass));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let listed = text(&argus(&["cases", "muted"]));
+        if listed.contains("(no case is muted)") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still muted after two passes: {listed}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let again = argus(&["cases", "unmute", "promo"]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains("promo is not muted in project"), "{}", text(&again));
+    std::fs::remove_dir_all(scratch).unwrap();
+}

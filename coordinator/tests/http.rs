@@ -247,3 +247,91 @@ async fn lynkeus_report_push_lands_a_run_in_the_history() {
     std::fs::remove_dir_all(dir).unwrap();
     cancel.cancel();
 }
+
+/// Sends `method target` with `headers` and `body`; the status and the body.
+async fn send(addr: &str, method: &str, target: &str, headers: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{headers}\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await.unwrap().unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_case_is_muted_and_unmuted_over_the_api_with_the_client_token_and_the_pages_show_it() {
+    let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
+    let (addr, cancel) = coordinator_with(tokens).await;
+    let read = "authorization: Bearer r-secret\r\n";
+    let client = "authorization: Bearer c-key\r\n";
+    // A case that has run in the project, landed as lynkeus' report push does.
+    let run = r#"{"project":"shop","run":{"schema":1,"startedAt":"2026-01-02T03:00:00.000Z","finishedAt":"2026-01-02T03:01:00.000Z","totals":{"cases":1,"passed":0,"failed":1,"unsupported":0,"retried":0}}}"#;
+    let (status, body) = send(&addr, "POST", "/v1/runs", client, run).await;
+    assert_eq!(status, 201, "{body}");
+    let id =
+        serde_json::from_str::<serde_json::Value>(body.lines().find(|l| l.starts_with('{')).unwrap()).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let line = r#"{"id":"pay<1>","file":"cases/pay.md","attempt":1,"result":"failed","startedAt":"2026-01-02T03:00:01.000Z","ms":1200,"steps":[]}"#;
+    let (status, body) = send(&addr, "PUT", &format!("/v1/runs/{id}/cases"), client, line).await;
+    assert_eq!(status, 204, "{body}");
+    let (status, body) = send(&addr, "POST", &format!("/v1/runs/{id}/finish"), client, "").await;
+    assert_eq!(status, 200, "{body}");
+
+    let path = "/api/v1/mutes/shop/pay%3C1%3E";
+    let mute = r#"{"reason":"<script>alert(1)</script> flaky","owner":"ana","until":"2999-12-31"}"#;
+    let (status, body) = send(&addr, "PUT", path, "", mute).await;
+    assert_eq!(
+        (status, error_of(&body).as_str()),
+        (401, "this needs the coordinator's client token: Authorization: Bearer TOKEN")
+    );
+    let (status, _) = send(&addr, "PUT", path, read, mute).await;
+    assert_eq!(status, 401, "the read token reads; it does not act");
+    let (status, body) = send(&addr, "PUT", path, client, r#"{"reason":"x","until":"soon"}"#).await;
+    assert_eq!(status, 400);
+    assert!(error_of(&body).starts_with("until: \"soon\" is neither a day"), "{body}");
+    let (status, body) = send(&addr, "PUT", path, client, r#"{"reason":"x","color":"red"}"#).await;
+    assert_eq!(status, 422);
+    assert!(error_of(&body).contains("unknown field `color`"), "{body}");
+    let (status, body) = send(&addr, "PUT", "/api/v1/mutes/shop/nope", client, mute).await;
+    assert_eq!(
+        (status, error_of(&body).as_str()),
+        (404, "no case \"nope\" has run in project \"shop\": `argus cases check` lists a suite's case ids")
+    );
+    let (status, body) = send(&addr, "PUT", path, client, mute).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""muted_by":"dashboard""#) && body.contains(r#""until_ms":32503679999999"#), "{body}");
+
+    let (status, body) = get(&addr, b"/api/v1/mutes?project=shop", read).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""case_id":"pay<1>""#) && body.contains(r#""action":"muted""#), "{body}");
+    // The pages show it as text, never as HTML.
+    let (status, page) = get(&addr, b"/cases/pay%3C1%3E?project=shop", read).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("&#60;script&#62;alert(1)&#60;/script&#62; flaky") && !page.contains("<script>alert"),
+        "{page}"
+    );
+    assert!(page.contains("class=\"act unmute\"") && page.contains("until 2999-12-31 23:59:59"), "{page}");
+    let (_, page) = get(&addr, b"/flaky?project=shop", read).await;
+    assert!(page.contains("id=\"mutes\"") && page.contains("pay&#60;1&#62;"), "{page}");
+
+    let unmute = format!("{path}?by=ana&reason=fixed%20in%20%2312");
+    let (status, body) = send(&addr, "DELETE", &unmute, client, "").await;
+    assert_eq!((status, body.contains(r#""was_muted":true"#)), (200, true), "{body}");
+    let (status, body) = send(&addr, "DELETE", &unmute, client, "").await;
+    assert_eq!((status, error_of(&body).as_str()), (404, "pay<1> is not muted in shop"));
+    let (_, body) = get(&addr, b"/api/v1/mutes?project=shop", read).await;
+    assert!(body.contains(r#""mutes":[]"#) && body.contains(r#""by_who":"ana","reason":"fixed in #12""#), "{body}");
+    // Rerunning a run that is not there, or has no failure, says so.
+    let (status, body) = send(&addr, "POST", "/api/v1/runs/nope/rerun-failed", client, "").await;
+    assert_eq!((status, error_of(&body).as_str()), (404, "no run nope"));
+    cancel.cancel();
+}

@@ -146,9 +146,14 @@ pub struct Rerun {
 pub async fn rerun_failed(
     State(state): State<Dashboard>,
     Path(id): Path<String>,
-    body: Option<Json<RerunBody>>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Rerun>, ApiError> {
-    let body = body.map(|Json(body)| body).unwrap_or_default();
+    let body: RerunBody = if body.iter().all(u8::is_ascii_whitespace) {
+        RerunBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("the body is not {{\"muted\": bool}} JSON: {e}")))?
+    };
     let request = grpc::SubmitRequest {
         rerun_failed_of: id.clone(),
         rerun_muted: body.muted,

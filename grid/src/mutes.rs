@@ -73,7 +73,8 @@ pub fn check(ask: grpc::MuteRequest, now_ms: i64) -> Result<MuteRow, CoreError> 
 pub fn parse_until(text: &str) -> Result<i64, String> {
     if let Ok(day) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
         let next = day.succ_opt().ok_or("a day too far ahead")?;
-        return Ok(next.and_hms_opt(0, 0, 0).ok_or("no midnight")?.and_utc().timestamp_millis());
+        // The day's last millisecond: muted through the day, and shown so.
+        return Ok(next.and_hms_opt(0, 0, 0).ok_or("no midnight")?.and_utc().timestamp_millis() - 1);
     }
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.timestamp_millis())
@@ -172,7 +173,7 @@ mod tests {
 
     #[test]
     fn until_reads_a_day_through_its_end_or_a_time() {
-        assert_eq!(parse_until("1970-01-01"), Ok(86_400_000));
+        assert_eq!(parse_until("1970-01-01"), Ok(86_399_999));
         assert_eq!(parse_until("1970-01-01T00:00:01Z"), Ok(1_000));
         assert!(parse_until("tomorrow").unwrap_err().contains("neither a day"));
     }

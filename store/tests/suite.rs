@@ -48,7 +48,73 @@ on_both!(
     a_coordinator_with_a_window_prunes_by_itself,
     step_records_keep_failures_and_baselines_and_lose_old_passes,
     a_pass_record_written_after_its_result_is_idempotent_and_never_replaces_a_newer_baseline,
+    mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_only_failures_are_muted,
 );
+
+async fn mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_only_failures_are_muted(store: Store) {
+    let mute = |case: &str, until: Option<i64>, at: i64| argus_store::MuteRow {
+        project: "shop".into(),
+        case_id: case.into(),
+        reason: format!("{case} is flaky'); DROP TABLE runs; --"),
+        owner: Some("ana".into()),
+        until_ms: until,
+        muted_by: "ci".into(),
+        muted_at: at,
+    };
+    store.mute(&mute("a", None, 100)).await.unwrap();
+    store.mute(&mute("b", Some(500), 100)).await.unwrap();
+    // Muting again changes the mute; the history keeps both.
+    store.mute(&mute("a", None, 150)).await.unwrap();
+    let in_force = store.mutes_in_force("shop", 400).await.unwrap();
+    assert_eq!(in_force.len(), 2);
+    assert_eq!(in_force["a"].reason, "a is flaky'); DROP TABLE runs; --");
+    // Past its time, b's mute ends, kept as unmuted by argus.
+    let in_force = store.mutes_in_force("shop", 600).await.unwrap();
+    assert_eq!(in_force.keys().collect::<Vec<_>>(), ["a"]);
+    assert!(store.mutes_in_force("other", 600).await.unwrap().is_empty());
+    let history = store.mute_events(Some("shop"), 10).await.unwrap();
+    let told: Vec<(&str, &str, &str)> =
+        history.iter().map(|e| (e.case_id.as_str(), e.action.as_str(), e.by_who.as_str())).collect();
+    assert_eq!(told, [("b", "unmuted", "argus"), ("a", "muted", "ci"), ("b", "muted", "ci"), ("a", "muted", "ci")]);
+    assert!(!store.unmute("shop", "b", "ana", "again", 700).await.unwrap(), "b is not muted any more");
+
+    // A run whose only failure is muted passes; its totals still count it.
+    let mut r1 = run("r1", 1_000, &["a", "c"]);
+    r1.cases[0].muted = Some("a is flaky".into());
+    store.create_run(&r1).await.unwrap();
+    store.grant_lease(&lease("1a", "r1", "a", 1, 1)).await.unwrap();
+    store.finish_attempt("1a", &failed(300, 1_100)).await.unwrap();
+    store.grant_lease(&lease("1c", "r1", "c", 1, 1)).await.unwrap();
+    store.finish_attempt("1c", &passed(300, 1_200)).await.unwrap();
+    store
+        .set_case_results(&[("r1".into(), "a".into(), "failed".into()), ("r1".into(), "c".into(), "passed".into())])
+        .await
+        .unwrap();
+    let totals =
+        r#"{"schema":1,"startedAt":"x","totals":{"cases":2,"passed":1,"failed":1,"unsupported":0,"retried":0}}"#;
+    store.finish_run("r1", 1_300, totals).await.unwrap();
+    let r1 = store.get_run("r1").await.unwrap();
+    assert_eq!((r1.result.as_deref(), r1.failed, r1.muted_failed), (Some("passed"), Some(1), Some(1)));
+    assert_eq!(store.run_muted("r1").await.unwrap(), [("a".to_owned(), "a is flaky".to_owned())]);
+    assert!(store.case_known("shop", "a").await.unwrap());
+    assert!(!store.case_known("shop", "zz").await.unwrap() && !store.case_known("other", "a").await.unwrap());
+    // Its end is followed up once.
+    assert_eq!(store.runs_to_follow_up(10).await.unwrap().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r1"]);
+    store.set_followed_up("r1").await.unwrap();
+    assert!(store.runs_to_follow_up(10).await.unwrap().is_empty());
+
+    // Passes in a row on main since the mute: the failure breaks the row.
+    store.create_run(&run("r2", 2_000, &["a"])).await.unwrap();
+    store.grant_lease(&lease("2a", "r2", "a", 1, 1)).await.unwrap();
+    store.finish_attempt("2a", &passed(300, 2_100)).await.unwrap();
+    assert!(!store.passed_in_a_row("shop", "main", "a", 150, 2).await.unwrap(), "a pass after a failure");
+    store.create_run(&run("r3", 3_000, &["a"])).await.unwrap();
+    store.grant_lease(&lease("3a", "r3", "a", 1, 1)).await.unwrap();
+    store.finish_attempt("3a", &passed(300, 3_100)).await.unwrap();
+    assert!(store.passed_in_a_row("shop", "main", "a", 150, 2).await.unwrap());
+    assert!(!store.passed_in_a_row("shop", "feature", "a", 150, 2).await.unwrap(), "not on that branch");
+    assert!(!store.passed_in_a_row("shop", "main", "a", 150, 3).await.unwrap(), "three asked, two on record");
+}
 
 fn observed(body: &[u8]) -> Option<argus_store::Observed> {
     Some(argus_store::Observed {
