@@ -394,3 +394,119 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     client.close().await.unwrap();
     let _ = std::fs::remove_file(db);
 }
+
+/// Waits for the page's prompt, answers it with `text`; its question.
+async fn answer_prompt(client: &Client, text: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(question) = client.get_alert_text().await {
+            client.send_alert_text(text).await.unwrap();
+            client.accept_alert().await.unwrap();
+            return question;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the page never asked for the token");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(argus_browser),
+    ignore = "needs ARGUS_TEST_BROWSER=1 with chromedriver and chromium on the PATH (bash .ci/run sets it up)"
+)]
+async fn acting_from_the_dashboard_asks_for_the_client_token_mutes_a_case_and_runs_the_failed_again() {
+    let (_driver, client) = browser().await;
+    let db = argus_testkit::sqlite_url("argus-dashboard-acts");
+    let store = Store::open(&db).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web = format!("http://{}", http.local_addr().unwrap());
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let tokens = argus_coordinator::Tokens { client: Some("c-key".into()), ..Default::default() };
+    let options = argus_coordinator::Options { http: Some(http), tokens, ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let port = free_port();
+    let config = WorkerConfig {
+        coordinator: url.clone(),
+        name: "mac".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        tls_ca: None,
+        slots: vec![SlotConfig::for_port(port, "ios")],
+    };
+    tokio::spawn(link::run(config, cancel.clone()));
+    let _sim = Sim::start(port, None);
+    let channel = tonic::transport::Channel::from_shared(url.clone()).unwrap().connect().await.unwrap();
+    let bearer = argus_proto::auth::Bearer::new(Some("c-key")).unwrap();
+    let mut runs = RunsClient::with_interceptor(channel, bearer);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let request = grpc::SubmitRequest {
+        cases: vec![grpc::CaseFile {
+            path: "cases/shop.md".into(),
+            source: "---\nid: checkout\n---\nsteps:\n  - app.see: { text: Paid, timeoutMs: 100 }\n".into(),
+        }],
+        project: "shop".into(),
+        branch: "main".into(),
+        ..Default::default()
+    };
+    let failing = loop {
+        match runs.submit(request.clone()).await {
+            Ok(submitted) => break submitted.into_inner().run_id,
+            Err(status) => assert!(tokio::time::Instant::now() < deadline, "no device came: {status}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let mut updates =
+        runs.watch(grpc::WatchRequest { run_id: failing.clone(), after_seq: 0 }).await.unwrap().into_inner();
+    while let Some(update) = updates.message().await.unwrap() {
+        if let Some(run_update::Kind::RunFinished(_)) = update.kind {
+            break;
+        }
+    }
+
+    // Mute it from its page: the token is asked for, a wrong one again.
+    client.goto(&format!("{web}/cases/checkout?project=shop")).await.unwrap();
+    client
+        .find(Locator::Css("form.mute input[name=reason]"))
+        .await
+        .unwrap()
+        .send_keys("<b>stale</b> promo")
+        .await
+        .unwrap();
+    client.find(Locator::Css("form.mute button")).await.unwrap().click().await.unwrap();
+    assert!(answer_prompt(&client, "wrong").await.contains("client token"));
+    answer_prompt(&client, "c-key").await;
+    client.wait().for_element(Locator::Css("form.unmute")).await.unwrap();
+    let mute = text_of(&client, "#mute").await;
+    assert!(mute.contains("muted <b>stale</b> promo · by dashboard"), "{mute}");
+
+    // Run its failure again from the run's page: the token is kept for the
+    // tab; the new run links back, and its muted failure does not fail it.
+    client.goto(&format!("{web}/runs/{failing}")).await.unwrap();
+    client.find(Locator::Css("form.rerun button")).await.unwrap().click().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let here = client.current_url().await.unwrap();
+        let on_new_run = here.path().starts_with("/runs/") && !here.path().ends_with(&failing);
+        if on_new_run && text_of(&client, "h1 .badge").await == "passed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the rerun never finished: {here}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if on_new_run {
+            client.refresh().await.unwrap();
+        }
+    }
+    let meta = text_of(&client, "p.meta").await;
+    assert!(meta.contains(&format!("runs again the failed cases of run {failing}")), "{meta}");
+    let totals = text_of(&client, "#totals").await;
+    assert!(totals.contains("1 muted-failed") && !totals.contains(" 1 failed"), "{totals}");
+    assert!(text_of(&client, ".case .muted-why").await.contains("<b>stale</b> promo"));
+    let errors = console_errors(&client).await;
+    assert!(errors.iter().all(|e| e.contains("401")), "only the refused token: {errors:?}");
+    client.close().await.unwrap();
+    let _ = std::fs::remove_file(db);
+}
