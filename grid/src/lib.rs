@@ -11,6 +11,7 @@
 //! - [`rerun`]: a run of an earlier run's failed cases, from its files;
 //! - [`explain`]: why a failed attempt failed, against its last pass;
 //! - [`follow_up`]: what follows a run's end (mutes lifted, notifications);
+//! - [`notify`]: events, and each webhook's request for one (JSON, Slack, GitHub status);
 //! - [`mutes`]: a mute checked, and when a muted case has earned its unmute;
 //! - [`watch`]: a run's updates as its clients stream them;
 //! - [`relay`]: fixtures and report pushes relayed to a project's client;
@@ -26,6 +27,7 @@ pub mod follow_up;
 pub mod matching;
 pub mod metrics;
 pub mod mutes;
+pub mod notify;
 pub mod policy;
 pub mod relay;
 pub mod rerun;
