@@ -197,6 +197,22 @@ pub fn print<T: Serialize>(loaded: &Loaded<T>) {
         let shown = match value {
             None | Some(Value::Empty(..)) => "(unset)".to_owned(),
             Some(_) if key.ends_with("token") => "(hidden)".to_owned(),
+            // A webhook's URL may be its secret (Slack's): names and formats only.
+            Some(Value::Array(_, hooks)) if key == "webhooks" => {
+                let named: Vec<String> = hooks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, hook)| {
+                        let field = |name: &str| match hook {
+                            Value::Dict(_, dict) => dict.get(name).map(show),
+                            _ => None,
+                        };
+                        let name = field("name").unwrap_or_else(|| format!("\"webhook {}\"", i + 1));
+                        format!("{name} ({})", field("format").unwrap_or_else(|| "\"json\"".into()))
+                    })
+                    .collect();
+                format!("[{}]", named.join(", "))
+            }
             Some(Value::String(_, text)) if key == "database_url" => {
                 format!("{:?}", argus_store::redact_url(text))
             }

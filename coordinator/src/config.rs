@@ -41,6 +41,124 @@ pub struct CoordinatorSettings {
     /// Attempts in a row that passed there to unmute it; 0: never by passes.
     pub unmute_after: u32,
     pub standby: bool,
+    /// `[[coordinator.webhooks]]`: who is told what (only in argus.toml).
+    pub webhooks: Vec<WebhookSettings>,
+    /// How long a delivery is retried before it is abandoned, in seconds.
+    pub webhook_retry_for: u64,
+}
+
+/// One `[[coordinator.webhooks]]` table.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// How deliveries and the dashboard name it [default: `webhook N`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Where it is sent (for `github-status`, the API's base:
+    /// https://api.github.com unless GitHub Enterprise's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The URL read from a file, in place of `url` (a Slack webhook's URL
+    /// is its secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_file: Option<PathBuf>,
+    /// `run.finished`, `case.failing`, `device.quarantined`, `case.muted`
+    /// [default: all].
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// `json`, `slack` or `github-status` [default: json].
+    #[serde(default)]
+    pub format: argus_grid::notify::Format,
+    /// The HMAC-SHA256 secret the body is signed with (`X-Argus-Signature-256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
+    /// `github-status`: the token, and the repository as `owner/repo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Only these projects' events [default: every project's].
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// Only case events of cases these own (TESTOWNERS) [default: all].
+    #[serde(default)]
+    pub owners: Vec<String>,
+}
+
+impl WebhookSettings {
+    /// The webhook, its secrets read with `read` (file key, path); the first
+    /// problem named with the webhook's place.
+    pub fn webhook(
+        &self,
+        index: usize,
+        read: &dyn Fn(&str, &std::path::Path) -> Result<String, String>,
+    ) -> Result<argus_grid::notify::Webhook, String> {
+        use argus_grid::notify::{EventKind, Format, GITHUB_API};
+        let name = self.name.clone().unwrap_or_else(|| format!("webhook {}", index + 1));
+        let here = |problem: String| format!("[[coordinator.webhooks]] {name:?}: {problem}");
+        let url = match (&self.url, &self.url_file) {
+            (Some(_), Some(_)) => return Err(here("url and url_file are both given: give it one way".into())),
+            (Some(url), None) => Some(url.clone()),
+            (None, Some(file)) => Some(read("url_file", file).map_err(here)?),
+            (None, None) if self.format == Format::GithubStatus => Some(GITHUB_API.to_owned()),
+            (None, None) => None,
+        };
+        let Some(url) = url else { return Err(here("url: required (where the webhook is sent)".into())) };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(here("url: give an http:// or https:// address".into()));
+        }
+        let events = self
+            .events
+            .iter()
+            .map(|e| {
+                EventKind::parse(e).ok_or_else(|| {
+                    here(format!(
+                        "events: {e:?} is not an event; they are {}",
+                        EventKind::ALL.map(|k| k.as_str()).join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let secret = self.secret_file.as_deref().map(|f| read("secret_file", f)).transpose().map_err(here)?;
+        let token = self.token_file.as_deref().map(|f| read("token_file", f)).transpose().map_err(here)?;
+        if self.format == Format::GithubStatus {
+            let repository = self.repository.as_deref().unwrap_or("");
+            let parts: Vec<&str> = repository.split('/').collect();
+            let plain = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if parts.len() != 2 || !parts.iter().all(|p| plain(p)) || parts.contains(&"..") {
+                return Err(here(format!("repository: {repository:?}; github-status needs owner/repo")));
+            }
+            if token.is_none() {
+                return Err(here("token_file: github-status needs a token that may write commit statuses".into()));
+            }
+        }
+        Ok(argus_grid::notify::Webhook {
+            name,
+            url,
+            events,
+            format: self.format,
+            secret,
+            token,
+            repository: self.repository.clone(),
+            projects: self.projects.clone(),
+            owners: self.owners.clone(),
+        })
+    }
+}
+
+/// Every webhook, its secrets read; names must differ (deliveries are
+/// kept by name).
+pub fn webhooks(
+    settings: &[WebhookSettings],
+    read: &dyn Fn(&str, &std::path::Path) -> Result<String, String>,
+) -> Result<Vec<argus_grid::notify::Webhook>, String> {
+    let hooks = settings.iter().enumerate().map(|(i, s)| s.webhook(i, read)).collect::<Result<Vec<_>, _>>()?;
+    for (i, hook) in hooks.iter().enumerate() {
+        if hooks[..i].iter().any(|h| h.name == hook.name) {
+            return Err(format!("[[coordinator.webhooks]]: two are named {:?}; give each its own name", hook.name));
+        }
+    }
+    Ok(hooks)
 }
 
 impl Default for CoordinatorSettings {
@@ -66,6 +184,8 @@ impl Default for CoordinatorSettings {
             default_branch: "main".into(),
             unmute_after: argus_grid::mutes::UNMUTE_AFTER,
             standby: false,
+            webhooks: Vec::new(),
+            webhook_retry_for: 3_600,
         }
     }
 }

@@ -9,5 +9,6 @@ mod incoming;
 pub mod push;
 pub mod service;
 pub mod standby;
+pub mod webhooks;
 
 pub use service::{Options, TlsFileError, TlsIdentity, Tokens, serve, serve_with};

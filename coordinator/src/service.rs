@@ -392,6 +392,10 @@ pub struct Options {
     pub step_records: Option<std::time::Duration>,
     /// What follows each run's end: when muted cases unmute themselves.
     pub follow_up: argus_grid::follow_up::FollowUp,
+    /// Who is told what happened.
+    pub webhooks: Vec<argus_grid::notify::Webhook>,
+    /// How long a webhook delivery is retried; an hour when `None`.
+    pub webhook_retry_for: Option<std::time::Duration>,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -487,7 +491,18 @@ pub async fn serve_with(
     options: Options,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let Options { tokens, http, tls, core: mut core_config, artifacts, keep, step_records, follow_up } = options;
+    let Options {
+        tokens,
+        http,
+        tls,
+        core: mut core_config,
+        artifacts,
+        keep,
+        step_records,
+        follow_up,
+        webhooks,
+        webhook_retry_for,
+    } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     // Links to the dashboard: where it was said to be, else the HTTP
     // address when it names one host (not 0.0.0.0).
@@ -509,6 +524,7 @@ pub async fn serve_with(
     let session_log = argus_webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
     let calls = Arc::new(argus_grid::calls::DeviceCalls::default());
     let webdriver = Arc::new(argus_webdriver::Registry::new(calls.clone(), session_log));
+    let dashboard_url = core_config.dashboard_url.clone();
     let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
     if let Some(keep) = keep {
         info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
@@ -532,6 +548,13 @@ pub async fn serve_with(
     );
     write_causes(store.clone(), shutdown.clone(), &tasks);
     follow_up_runs(store.clone(), follow_up, shutdown.clone(), &tasks);
+    let webhooks: Arc<[argus_grid::notify::Webhook]> = webhooks.into();
+    let told = crate::webhooks::Webhooks {
+        hooks: webhooks.clone(),
+        dashboard: dashboard_url,
+        retry_for: webhook_retry_for.unwrap_or(std::time::Duration::from_secs(3_600)),
+    };
+    crate::webhooks::start(store.clone(), told, shutdown.clone(), &tasks);
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let guard = crate::http::Guard {
@@ -545,6 +568,7 @@ pub async fn serve_with(
             artifacts: artifacts.clone(),
             started_ms: argus_grid::time::now_ms(),
             keep,
+            webhooks,
         };
         let facade = argus_webdriver::Facade { handle: handle.clone(), sessions: webdriver.clone(), metrics };
         let push = crate::push::PushState {

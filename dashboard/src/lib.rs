@@ -9,6 +9,7 @@ mod pages;
 mod sessions;
 mod svg;
 pub mod view;
+mod webhooks;
 
 use std::time::Duration;
 
@@ -37,6 +38,8 @@ pub struct Dashboard {
     pub started_ms: i64,
     /// How long runs are kept (`--keep-days`); `None`: for ever.
     pub keep: Option<Duration>,
+    /// Who is told what happened (shown without their secrets).
+    pub webhooks: std::sync::Arc<[argus_grid::notify::Webhook]>,
 }
 
 /// The dashboard's pages, its API and its static files.
@@ -50,6 +53,7 @@ pub fn router(state: Dashboard) -> Router {
         .route("/fleet", get(pages::fleet))
         .route("/sessions", get(sessions::sessions_page))
         .route("/sessions/{id}", get(sessions::session_page))
+        .route("/webhooks", get(webhooks::webhooks_page))
         .route(
             "/static/argus.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response() }),
@@ -76,6 +80,7 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/fleet", get(api::fleet))
         .route("/api/v1/projects", get(api::projects))
         .route("/api/v1/mutes", get(actions::mutes))
+        .route("/api/v1/webhooks", get(webhooks::webhooks_api))
         .route("/api/v1/mutes/{project}/{case}", put(actions::mute).delete(actions::unmute))
         .route("/api/v1/runs/{id}/rerun-failed", post(actions::rerun_failed))
         .route("/api/v1/sessions", get(sessions::sessions_api))

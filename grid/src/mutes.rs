@@ -104,7 +104,17 @@ pub async fn mute(store: &Store, ask: grpc::MuteRequest, now_ms: i64) -> Result<
             mute.case_id, mute.project
         )));
     }
-    store.mute(&mute).await?;
+    let until = mute.until_ms.map(crate::time::iso);
+    let told = crate::notify::events::MutedCase {
+        project: mute.project.clone(),
+        case_id: mute.case_id.clone(),
+        reason: mute.reason.clone(),
+        owner: mute.owner.clone(),
+        until,
+        by: mute.muted_by.clone(),
+    };
+    let event = crate::notify::events::store_event(now_ms, crate::notify::events::Happened::CaseMuted { mute: told });
+    store.mute(&mute, &event).await?;
     tracing::info!(project = %mute.project, case = %mute.case_id, by = %mute.muted_by, "case muted");
     Ok(mute)
 }

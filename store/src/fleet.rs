@@ -68,19 +68,31 @@ impl Store {
         Ok(())
     }
 
-    /// Quarantines a device (with why) or lets it back (`None`).
-    pub async fn set_quarantine(&self, device_id: &str, reason: Option<&str>, at: i64) -> Result<(), StoreError> {
+    /// Quarantines a device (with why) or lets it back (`None`); a
+    /// quarantine's `event` (what webhooks are told) is kept with it.
+    pub async fn set_quarantine(
+        &self,
+        device_id: &str,
+        reason: Option<&str>,
+        at: i64,
+        event: Option<&NewEvent>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         let updated =
             sqlx::query("UPDATE devices SET quarantined = $1, quarantine_reason = $2, updated_at = $3 WHERE id = $4")
                 .bind(i64::from(reason.is_some()))
                 .bind(reason)
                 .bind(at)
                 .bind(device_id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
         if updated.rows_affected() == 0 {
             return Err(StoreError::NoDevice(device_id.to_owned()));
         }
+        if let Some(event) = event {
+            super::events::add_event_in(&mut tx, event).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 

@@ -15,6 +15,7 @@ pub mod artifacts;
 mod attempts;
 mod case_days;
 mod dashboard;
+mod events;
 mod fleet;
 mod history;
 mod import;
@@ -29,6 +30,7 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
+pub use events::{DeliveryRow, DueDelivery, EventRow, NewEvent};
 pub use mutes::{MuteEvent, MuteRow};
 pub use observations::{CaseRun, FailureCause, ObservationRow, Observed, ObservedAttempt};
 pub use retention::Pruned;

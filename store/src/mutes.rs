@@ -34,8 +34,8 @@ const MUTE_COLUMNS: &str = "SELECT project, case_id, reason, owner, until_ms, mu
 
 impl Store {
     /// Mutes a case (or changes its mute: reason, owner, until), and keeps
-    /// the event, in one transaction.
-    pub async fn mute(&self, mute: &MuteRow) -> Result<(), StoreError> {
+    /// its history and `event` (what webhooks are told), in one transaction.
+    pub async fn mute(&self, mute: &MuteRow, event: &NewEvent) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO mutes (project, case_id, reason, owner, until_ms, muted_by, muted_at) \
@@ -52,7 +52,8 @@ impl Store {
         .bind(mute.muted_at)
         .execute(&mut *tx)
         .await?;
-        event(&mut tx, &mute.project, &mute.case_id, "muted", &mute.muted_by, &mute.reason, mute.muted_at).await?;
+        history(&mut tx, &mute.project, &mute.case_id, "muted", &mute.muted_by, &mute.reason, mute.muted_at).await?;
+        super::events::add_event_in(&mut tx, event).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -77,7 +78,7 @@ impl Store {
             tx.rollback().await?;
             return Ok(false);
         }
-        event(&mut tx, project, case_id, "unmuted", by, reason, at).await?;
+        history(&mut tx, project, case_id, "unmuted", by, reason, at).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -175,13 +176,52 @@ impl Store {
         Ok(sqlx::query_as::<_, RunRow>(sql).bind(i64::from(limit)).fetch_all(&self.pool).await?)
     }
 
-    pub async fn set_followed_up(&self, run_id: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET followed_up = 1 WHERE id = $1").bind(run_id).execute(&self.pool).await?;
+    /// Marks a run followed up, with the events its end raised, in one
+    /// transaction.
+    pub async fn followed_up(&self, run_id: &str, events: &[NewEvent]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let marked = sqlx::query("UPDATE runs SET followed_up = 1 WHERE id = $1 AND followed_up = 0")
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        if marked.rows_affected() == 1 {
+            for event in events {
+                super::events::add_event_in(&mut tx, event).await?;
+            }
+        }
+        tx.commit().await?;
         Ok(())
+    }
+
+    /// The result of a case's last attempt (infrastructure failures left
+    /// out) in a run of `project` on `branch` other than `run_id` that
+    /// finished before `before_ms`.
+    pub async fn result_before(
+        &self,
+        project: &str,
+        branch: &str,
+        case_id: &str,
+        run_id: &str,
+        before_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let found: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT a.result FROM attempts a JOIN runs r ON r.id = a.run_id \
+             WHERE a.case_id = $1 AND a.finished_at < $2 AND a.state = 'done' AND a.infrastructure = 0 \
+             AND a.run_id <> $3 AND r.project = $4 AND COALESCE(r.branch, '') = $5 \
+             ORDER BY a.finished_at DESC LIMIT 1",
+        )
+        .bind(case_id)
+        .bind(before_ms)
+        .bind(run_id)
+        .bind(project)
+        .bind(branch)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(found.flatten())
     }
 }
 
-async fn event(
+async fn history(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     project: &str,
     case_id: &str,

@@ -61,10 +61,12 @@ async fn mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_onl
         muted_by: "ci".into(),
         muted_at: at,
     };
-    store.mute(&mute("a", None, 100)).await.unwrap();
-    store.mute(&mute("b", Some(500), 100)).await.unwrap();
+    let told = |at| argus_store::NewEvent { kind: "case.muted".into(), event_json: "{}".into(), at };
+    store.mute(&mute("a", None, 100), &told(100)).await.unwrap();
+    store.mute(&mute("b", Some(500), 100), &told(100)).await.unwrap();
     // Muting again changes the mute; the history keeps both.
-    store.mute(&mute("a", None, 150)).await.unwrap();
+    store.mute(&mute("a", None, 150), &told(150)).await.unwrap();
+    assert_eq!(store.events_to_dispatch(10).await.unwrap().len(), 3, "each mute is told");
     let in_force = store.mutes_in_force("shop", 400).await.unwrap();
     assert_eq!(in_force.len(), 2);
     assert_eq!(in_force["a"].reason, "a is flaky'); DROP TABLE runs; --");
@@ -100,7 +102,12 @@ async fn mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_onl
     assert!(!store.case_known("shop", "zz").await.unwrap() && !store.case_known("other", "a").await.unwrap());
     // Its end is followed up once.
     assert_eq!(store.runs_to_follow_up(10).await.unwrap().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r1"]);
-    store.set_followed_up("r1").await.unwrap();
+    let told = argus_store::NewEvent { kind: "run.finished".into(), event_json: "{}".into(), at: 1_400 };
+    store.followed_up("r1", std::slice::from_ref(&told)).await.unwrap();
+    store.followed_up("r1", &[told]).await.unwrap();
+    let finished: Vec<_> =
+        store.events_to_dispatch(10).await.unwrap().into_iter().filter(|e| e.kind == "run.finished").collect();
+    assert_eq!(finished.len(), 1, "a run's end is told once");
     assert!(store.runs_to_follow_up(10).await.unwrap().is_empty());
 
     // Passes in a row on main since the mute: the failure breaks the row.

@@ -109,6 +109,13 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_UNMUTE_AFTER", value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     unmute_after: Option<u32>,
+    /// How long a webhook delivery is retried (with backoff, while the
+    /// receiver fails or does not answer) before it is abandoned, in
+    /// seconds [default: 3600]. The webhooks themselves are
+    /// `[[coordinator.webhooks]]` tables in argus.toml.
+    #[arg(long, env = "ARGUS_WEBHOOK_RETRY_FOR", value_name = "SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    webhook_retry_for: Option<u64>,
     /// Accepted for older configurations: on Postgres every coordinator
     /// serves only while it holds the database's lock and stands by (health
     /// NOT_SERVING) while another does. SQLite refuses it.
@@ -224,6 +231,11 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         client: settings.client_token.clone(),
         read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
     };
+    let webhooks =
+        match argus_coordinator::config::webhooks(&settings.webhooks, &|key, path| settings::read_secret(key, path)) {
+            Ok(webhooks) => webhooks,
+            Err(error) => return failed("coordinator", error),
+        };
     let keep = settings.keep_days.map(|days| Duration::from_secs(days.saturating_mul(86_400)));
     let step_records = Duration::from_secs(settings.step_records_days.saturating_mul(86_400));
     let options = argus_coordinator::Options {
@@ -234,6 +246,8 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         artifacts: Some(artifacts),
         keep,
         step_records: Some(step_records),
+        webhooks,
+        webhook_retry_for: Some(Duration::from_secs(settings.webhook_retry_for)),
         follow_up: argus_grid::follow_up::FollowUp {
             mutes: argus_grid::mutes::MutePolicy {
                 default_branch: settings.default_branch.clone(),

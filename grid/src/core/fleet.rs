@@ -39,7 +39,15 @@ impl Core {
     /// Quarantines a device (or lets it back with `None`): recorded first,
     /// so that it outlives reconnects and restarts.
     pub(super) async fn set_quarantine(&mut self, device: &str, reason: Option<String>) -> Result<(), StoreError> {
-        self.store.set_quarantine(device, reason.as_deref(), self.clock.now_ms()).await?;
+        let now = self.clock.now_ms();
+        // What webhooks are told, kept with the quarantine.
+        let event = reason.as_ref().map(|reason| {
+            let platform = self.devices.get(device).map(|d| d.info.platform.clone()).unwrap_or_default();
+            let device =
+                crate::notify::events::QuarantinedDevice { id: device.to_owned(), platform, reason: reason.clone() };
+            crate::notify::events::store_event(now, crate::notify::events::Happened::DeviceQuarantined { device })
+        });
+        self.store.set_quarantine(device, reason.as_deref(), now, event.as_ref()).await?;
         if let Some(d) = self.devices.get_mut(device) {
             if let Some(reason) = &reason {
                 warn!(device, %reason, "device quarantined");

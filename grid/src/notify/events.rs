@@ -153,6 +153,12 @@ impl Event {
     }
 }
 
+/// `happened` at `at_ms`, as the store keeps it.
+pub fn store_event(at_ms: i64, happened: Happened) -> argus_store::NewEvent {
+    let event = Event { at: crate::time::iso(at_ms), happened };
+    argus_store::NewEvent { kind: event.kind().as_str().to_owned(), event_json: event.to_json(), at: at_ms }
+}
+
 /// Argus' JSON payload: the event, and `url`, its page on the dashboard
 /// (when the coordinator knows its public address).
 pub fn payload(event: &Event, dashboard: Option<&str>) -> serde_json::Value {

@@ -157,5 +157,61 @@ pub fn answer(status: u16) -> Answer {
     }
 }
 
+/// What a try of a delivery came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tried {
+    /// The receiver answered with this status.
+    Answered(u16),
+    /// No answer (refused connection, timeout, TLS).
+    NoAnswer,
+    /// Nothing could be sent (no such webhook any more, nothing to say).
+    Nothing,
+}
+
+/// Where a delivery stands after a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// To be tried again at this time (epoch ms).
+    Pending(i64),
+    Delivered,
+    /// A 4xx: retrying changes nothing.
+    Refused,
+    /// Out of time, or nothing to send.
+    Abandoned,
+}
+
+impl Delivery {
+    pub fn state(self) -> &'static str {
+        match self {
+            Delivery::Pending(_) => "pending",
+            Delivery::Delivered => "delivered",
+            Delivery::Refused => "refused",
+            Delivery::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// The policy: a delivery is tried until it is taken or refused, with
+/// [`backoff`] between tries, while its event is younger than `retry_for`.
+/// `attempts` counts this try.
+pub fn after_try(tried: Tried, attempts: u32, now_ms: i64, created_ms: i64, retry_for: Duration) -> Delivery {
+    let again = || {
+        if now_ms - created_ms >= retry_for.as_millis() as i64 {
+            Delivery::Abandoned
+        } else {
+            Delivery::Pending(now_ms + backoff(attempts).as_millis() as i64)
+        }
+    };
+    match tried {
+        Tried::Answered(status) => match answer(status) {
+            Answer::Taken => Delivery::Delivered,
+            Answer::Refused => Delivery::Refused,
+            Answer::TryAgain => again(),
+        },
+        Tried::NoAnswer => again(),
+        Tried::Nothing => Delivery::Abandoned,
+    }
+}
+
 #[cfg(test)]
 mod tests;

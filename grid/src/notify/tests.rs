@@ -145,3 +145,14 @@ fn a_webhook_takes_the_events_projects_and_owners_it_names() {
     assert!(!other.wants(&finished));
     assert_eq!(webhook(Format::Slack).shown_url(), "https://hooks.example/…");
 }
+
+#[test]
+fn a_delivery_is_retried_until_taken_refused_or_out_of_time() {
+    let hour = std::time::Duration::from_secs(3_600);
+    assert_eq!(after_try(Tried::Answered(204), 1, 10_000, 0, hour), Delivery::Delivered);
+    assert_eq!(after_try(Tried::Answered(500), 1, 10_000, 0, hour), Delivery::Pending(11_000));
+    assert_eq!(after_try(Tried::NoAnswer, 3, 10_000, 0, hour), Delivery::Pending(14_000));
+    assert_eq!(after_try(Tried::Answered(410), 1, 10_000, 0, hour), Delivery::Refused);
+    assert_eq!(after_try(Tried::Answered(503), 9, 3_600_000, 0, hour), Delivery::Abandoned);
+    assert_eq!(after_try(Tried::Nothing, 1, 0, 0, hour), Delivery::Abandoned);
+}
