@@ -151,6 +151,7 @@ async fn leased_run(store: &Store, name: &str, cases: usize, grant: bool) -> Vec
         priority: 1,
         detached: true,
         rerun_of: None,
+        testowners: None,
         started_at: 0,
         manifest_json: "{}".into(),
         files: vec![(file.clone(), String::new())],
@@ -163,6 +164,7 @@ async fn leased_run(store: &Store, name: &str, cases: usize, grant: bool) -> Vec
                 expected_ms: 1,
                 estimate_source: "default".into(),
                 muted: None,
+                owner: None,
             })
             .collect(),
     };

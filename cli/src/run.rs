@@ -303,6 +303,7 @@ async fn local_request(args: &RunArgs) -> Result<(grpc::SubmitRequest, Option<Ar
         detach: args.detach,
         rerun_failed_of: String::new(),
         rerun_muted: false,
+        testowners: testowners(&cwd)?,
     };
     Ok((request, project))
 }
@@ -323,6 +324,7 @@ fn rerun_request(args: &RunArgs, of: &str) -> Result<(grpc::SubmitRequest, Optio
     };
     let (branch, commit) = git_info();
     let given = selector(args);
+    let Ok(cwd) = std::env::current_dir() else { return Err(usage("cannot read the current directory")) };
     let request = grpc::SubmitRequest {
         selector: Some(given),
         retries: if args.once { 0 } else { args.retries },
@@ -334,9 +336,28 @@ fn rerun_request(args: &RunArgs, of: &str) -> Result<(grpc::SubmitRequest, Optio
         detach: args.detach,
         rerun_failed_of: of.to_owned(),
         rerun_muted: args.rerun_muted,
+        testowners: testowners(&cwd)?,
         ..Default::default()
     };
     Ok((request, project))
+}
+
+/// The project's TESTOWNERS (here, where the project runs from), checked
+/// as the coordinator will; empty when there is none.
+fn testowners(project: &std::path::Path) -> Result<String, ExitCode> {
+    let path = project.join(argus_grid::owners::FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(error) => return Err(usage(format!("{}: {error}", path.display()))),
+    };
+    if let Err(problems) = argus_grid::owners::Owners::parse(&text) {
+        for problem in &problems {
+            eprintln!("{problem}");
+        }
+        return Err(usage(format!("{}: fix it, or remove it to run without owners", path.display())));
+    }
+    Ok(text)
 }
 
 /// The devices the flags ask for (empty: any, or a rerun's own).

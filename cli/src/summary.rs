@@ -112,16 +112,20 @@ fn device<'a>(line: &'a RunCase, field: &str) -> Option<&'a str> {
 /// Why each failed case failed, one line each (`✗ case [cause] first
 /// differs at step …`), then the causes that several share.
 pub fn why(explained: &argus_proto::grpc::ExplainResponse) -> Vec<String> {
-    let mut lines: Vec<String> =
-        explained.cases.iter().map(|case| format!("✗ {} [{}] {}", case.case_id, case.cause, case.line)).collect();
+    let owned = |owner: &str| if owner.is_empty() { String::new() } else { format!(" ({owner})") };
+    let mut lines: Vec<String> = explained
+        .cases
+        .iter()
+        .map(|case| format!("✗ {} [{}] {}{}", case.case_id, case.cause, case.line, owned(&case.owner)))
+        .collect();
     for group in explained.groups.iter().filter(|g| g.case_ids.len() > 1) {
         let n = group.case_ids.len();
-        lines.push(format!("{} · {} · {n} case{}", group.cause, group.signature, plural(n)));
+        let owners = if group.owners.is_empty() { String::new() } else { format!(" · {}", group.owners.join(" ")) };
+        lines.push(format!("{} · {} · {n} case{}{owners}", group.cause, group.signature, plural(n)));
     }
     lines
 }
 
-/// `s` after a count other than one.
 /// The muted cases (case id → why) whose last attempt failed, in the
 /// order they finished.
 pub fn muted_failed<'a>(
@@ -141,6 +145,7 @@ pub fn muted_failed<'a>(
         .collect()
 }
 
+/// `s` after a count other than one.
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }

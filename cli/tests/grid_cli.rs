@@ -910,6 +910,9 @@ fn a_muted_case_fails_without_failing_the_run_reruns_come_from_the_stored_files_
     };
     write("home", "  - app.see: \"#title\"\n");
     write("promo", "  - app.see: { text: Nope, timeoutMs: 100 }\n");
+    // Who owns what, named beside each failure.
+    let owners = scratch.join("project/TESTOWNERS");
+    std::fs::write(&owners, "cases/ ana\n").unwrap();
     let (_coordinator, url) = sqlite_coordinator(&scratch, &["--unmute-after", "2"]);
     let port = free_port();
     let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
@@ -929,8 +932,17 @@ fn a_muted_case_fails_without_failing_the_run_reruns_come_from_the_stored_files_
         let printed = text(output);
         printed.lines().find_map(|l| l.strip_prefix("run ")?.split(':').next().map(str::to_owned)).unwrap()
     };
+    let refused = argus(&["run", "--once"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("TESTOWNERS:1: \"ana\" is not an owner: write @user, @org/team or an email address"),
+        "{}",
+        text(&refused)
+    );
+    std::fs::write(&owners, "*  @shop-team\ncases/promo.md  @ana\n").unwrap();
     let first = argus(&["run", "--once"]);
     assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+    assert!(text(&first).contains("✗ promo [") && text(&first).contains(" (@ana)"), "{}", text(&first));
     let failed_run = run_id(&first);
 
     // A case that never ran is not muted by a typo.

@@ -108,6 +108,7 @@ fn webhooks_are_told_each_event_once_signed_retried_and_in_slacks_and_githubs_sh
         "---\nid: pay\n---\nsteps:\n  - app.see: { text: \"<!channel> paid\", timeoutMs: 100 }\n",
     )
     .unwrap();
+    std::fs::write(scratch.join("TESTOWNERS"), "cases/pay.md @ana\n").unwrap();
     let (receiver_addr, got) = receiver(2);
     secret_file(&scratch.join("secret"), "s3cret\n");
     secret_file(&scratch.join("gh-token"), "ghp_example\n");
@@ -216,7 +217,7 @@ token_file = "gh-token"
     assert_eq!((finished["run"]["result"].as_str(), finished["run"]["commit"].as_str()), (Some("failed"), Some(sha)));
     assert_eq!(finished["url"], format!("http://argus.example/runs/{run_id}"));
     let failing = &events["case.failing"];
-    assert_eq!(failing["case"]["id"], "pay");
+    assert_eq!((failing["case"]["id"].as_str(), failing["case"]["owner"].as_str()), (Some("pay"), Some("@ana")));
     assert!(failing["case"]["line"].as_str().unwrap().contains("<!channel> paid"), "{failing}");
     assert_eq!(events["case.muted"]["mute"]["reason"], "known");
     assert_eq!(events["device.quarantined"]["device"]["id"], device.as_str());

@@ -194,20 +194,28 @@ impl grpc::runs_server::Runs for Services {
         let run_id = request.into_inner().run_id;
         self.store.get_run(&run_id).await?;
         let (explained, groups) = argus_grid::explain::explain_run(&self.store, &run_id).await?;
+        let owners: std::collections::HashMap<String, String> =
+            self.store.run_cases(&run_id).await?.into_iter().filter_map(|c| Some((c.case_id, c.owner?))).collect();
         Ok(Response::new(grpc::ExplainResponse {
+            groups: groups
+                .into_iter()
+                .map(|g| grpc::FailureGroup {
+                    owners: argus_grid::owners::of_cases(&g.cases, &owners),
+                    cause: g.cause.to_owned(),
+                    signature: g.signature,
+                    case_ids: g.cases,
+                })
+                .collect(),
             cases: explained
                 .into_iter()
                 .map(|e| grpc::CaseExplained {
+                    owner: owners.get(&e.case_id).cloned().unwrap_or_default(),
                     case_id: e.case_id,
                     attempt: e.attempt,
                     cause: e.cause.kind.to_owned(),
                     line: e.line,
                     signature: e.signature,
                 })
-                .collect(),
-            groups: groups
-                .into_iter()
-                .map(|g| grpc::FailureGroup { cause: g.cause.to_owned(), signature: g.signature, case_ids: g.cases })
                 .collect(),
         }))
     }

@@ -24,6 +24,7 @@ fn run(id: &str, cases: &[&str]) -> NewRun {
                 expected_ms: 1_000,
                 estimate_source: "default".into(),
                 muted: None,
+                owner: None,
             })
             .collect(),
         ..NewRun::default()

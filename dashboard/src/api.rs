@@ -181,8 +181,8 @@ pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiErr
     }
     let previous =
         state.store.previous_run(&view.project, view.branch.as_deref().unwrap_or(""), view.started_ms).await?;
-    let muted = state.store.run_muted(id).await?;
-    let mut detail = RunDetail { previous, ..RunDetail::new(view, attempts).with_muted(muted) };
+    let cases = state.store.run_cases(id).await?;
+    let mut detail = RunDetail { previous, ..RunDetail::new(view, attempts).with_cases(&cases) };
     let devices: Vec<String> = detail.lanes().into_keys().collect();
     detail.models = state.store.device_models(&devices).await?.into_iter().collect();
     if detail.counts.failed + detail.counts.muted_failed > 0 {
@@ -314,6 +314,9 @@ pub struct ProjectQuery {
     pub project: String,
     /// How far back, in days (flaky and slow).
     pub days: Option<u32>,
+    /// Only cases this owner owns (TESTOWNERS): `@ana`, `@org/team`.
+    #[serde(default)]
+    pub owner: String,
 }
 
 pub async fn case_history(state: &Dashboard, project: &str, case_id: &str) -> Result<CaseHistory, ApiError> {
@@ -354,6 +357,10 @@ pub struct FlakyAndSlow {
     pub causes: Vec<argus_grid::explain::Costly>,
     /// The cases muted now, and every mute and unmute, newest first.
     pub mutes: crate::actions::Mutes,
+    /// Every owner TESTOWNERS names for the project's cases in the window,
+    /// and the one the lists are filtered to (empty: none).
+    pub owners: Vec<String>,
+    pub owner: String,
 }
 
 /// Failed attempts read to rank their signatures.
@@ -376,23 +383,42 @@ pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<F
     let days = query.days.unwrap_or(14).clamp(1, 365);
     let now = now_ms();
     let since = now - i64::from(days) * 86_400_000;
+    let owners = state.store.case_owners(&project, since).await?;
+    let owner = query.owner.trim().to_owned();
+    // With an owner asked for, only the cases it owns.
+    let mine =
+        |case: &str| owner.is_empty() || owners.get(case).is_some_and(|o| o.split_whitespace().any(|w| w == owner));
+    let mut flaky = state.store.flaky_cases(&project, since, 500).await?;
+    flaky.retain(|f| mine(&f.case_id));
+    flaky.truncate(50);
+    let mut slow = state.store.slow_cases(&project, since, now, 500).await?;
+    slow.retain(|f| mine(&f.case_id));
+    slow.truncate(50);
+    let mut failures = state.store.failure_causes(&project, since, CAUSES_READ).await?;
+    failures.retain(|f| mine(&f.case_id));
+    let mut owners_named: Vec<String> = owners.values().flat_map(|o| o.split_whitespace().map(str::to_owned)).collect();
+    owners_named.sort();
+    owners_named.dedup();
     Ok(FlakyAndSlow {
-        flaky: state.store.flaky_cases(&project, since, 50).await?,
+        flaky,
         flipping: state
             .store
-            .flipping_cases(&project, since, 50)
+            .flipping_cases(&project, since, 500)
             .await?
             .into_iter()
+            .filter(|(case_id, _)| mine(case_id))
+            .take(50)
             .map(|(case_id, flips)| Flipping { case_id, flips })
             .collect(),
-        slow: state.store.slow_cases(&project, since, now, 50).await?,
+        slow,
         causes: {
-            let mut ranked =
-                argus_grid::explain::rank(&state.store.failure_causes(&project, since, CAUSES_READ).await?);
+            let mut ranked = argus_grid::explain::rank(&failures);
             ranked.truncate(CAUSES_SHOWN);
             ranked
         },
         mutes: crate::actions::mutes_of(state, &project).await?,
+        owners: owners_named,
+        owner,
         project,
         days,
     })

@@ -151,6 +151,8 @@ pub struct CaseView {
     pub flaky: bool,
     /// Why it was muted in this run: a failure of it did not fail the run.
     pub muted: Option<String>,
+    /// Who owns it (TESTOWNERS), space-separated.
+    pub owner: Option<String>,
     pub attempts: Vec<AttemptView>,
 }
 
@@ -277,6 +279,7 @@ impl RunDetail {
                     result: String::new(),
                     flaky: false,
                     muted: None,
+                    owner: None,
                     attempts: vec![attempt],
                 }),
             }
@@ -300,12 +303,15 @@ impl RunDetail {
         Self { run, counts, cases, models: BTreeMap::new(), why: Vec::new(), causes: Vec::new(), previous: None }
     }
 
-    /// Marks the cases that were muted in the run (case id → why), which
-    /// the counts then keep apart.
-    pub fn with_muted(mut self, muted: Vec<(String, String)>) -> Self {
-        for (id, why) in muted {
-            if let Some(case) = self.cases.iter_mut().find(|c| c.id == id) {
-                case.muted = Some(why);
+    /// Marks the cases that were muted in the run (which the counts then
+    /// keep apart) and their owners, from the run's cases as kept.
+    pub fn with_cases(mut self, rows: &[argus_store::CaseRow]) -> Self {
+        let by_id: std::collections::HashMap<&str, &argus_store::CaseRow> =
+            rows.iter().map(|r| (r.case_id.as_str(), r)).collect();
+        for case in &mut self.cases {
+            if let Some(row) = by_id.get(case.id.as_str()) {
+                case.muted.clone_from(&row.muted);
+                case.owner.clone_from(&row.owner);
             }
         }
         self.cases.sort_by_key(CaseView::rank);
@@ -316,6 +322,13 @@ impl RunDetail {
         }
         self.counts = RunCounts::of(&self.cases);
         self
+    }
+
+    /// The owners of `cases`, each once, space-separated.
+    pub fn owners_of(&self, cases: &[String]) -> String {
+        let owners: std::collections::HashMap<String, String> =
+            self.cases.iter().filter_map(|c| Some((c.id.clone(), c.owner.clone()?))).collect();
+        argus_grid::owners::of_cases(cases, &owners).join(" ")
     }
 
     /// Per device, the attempts it ran, for the timeline.
@@ -513,6 +526,7 @@ mod tests {
             waiting_reason: None,
             muted_failed: None,
             rerun_of: None,
+            testowners: None,
         });
         let detail = RunDetail::new(
             run,

@@ -69,20 +69,20 @@ async fn told(store: &Store, run: &RunRow, now: i64) -> Result<Vec<NewEvent>, Ex
         }
         let before = store.result_before(&run.project, branch, &case.case_id, &run.id, run.started_at).await?;
         if before.as_deref() != Some("failed") {
-            starting.push(case.case_id);
+            starting.push((case.case_id, case.owner));
         }
     }
     if starting.is_empty() {
         return Ok(events);
     }
     let (explained, _) = crate::explain::explain_run(store, &run.id).await?;
-    for case_id in starting {
+    for (case_id, owner) in starting {
         let why = explained.iter().find(|e| e.case_id == case_id);
         let case = FailingCase {
             attempt: why.map_or(0, |e| e.attempt),
             cause: why.map_or("unknown", |e| e.cause.kind).to_owned(),
             line: why.map_or_else(|| "no record of the failure to compare".to_owned(), |e| e.line.clone()),
-            owner: None,
+            owner,
             id: case_id,
         };
         events.push(store_event(now, Happened::CaseFailing { run: summary.clone(), case }));

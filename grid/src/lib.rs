@@ -12,6 +12,7 @@
 //! - [`explain`]: why a failed attempt failed, against its last pass;
 //! - [`follow_up`]: what follows a run's end (mutes lifted, notifications);
 //! - [`notify`]: events, and each webhook's request for one (JSON, Slack, GitHub status);
+//! - [`owners`]: TESTOWNERS, who owns which case files;
 //! - [`mutes`]: a mute checked, and when a muted case has earned its unmute;
 //! - [`watch`]: a run's updates as its clients stream them;
 //! - [`relay`]: fixtures and report pushes relayed to a project's client;
@@ -28,6 +29,7 @@ pub mod matching;
 pub mod metrics;
 pub mod mutes;
 pub mod notify;
+pub mod owners;
 pub mod policy;
 pub mod relay;
 pub mod rerun;

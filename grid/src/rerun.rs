@@ -70,6 +70,11 @@ pub fn fill(
     if request.config_json.trim().is_empty() {
         request.config_json = old.config_json.clone();
     }
+    if request.testowners.is_empty()
+        && let Some(testowners) = &old.testowners
+    {
+        request.testowners.clone_from(testowners);
+    }
     let empty_selector =
         request.selector.as_ref().is_none_or(|s| s.platform.is_empty() && s.labels.is_empty() && s.app.is_empty());
     if empty_selector {
@@ -124,6 +129,7 @@ mod tests {
             waiting_reason: None,
             muted_failed: Some(1),
             rerun_of: None,
+            testowners: Some("* @shop".into()),
         }
     }
 
@@ -135,6 +141,7 @@ mod tests {
             expected_ms: 1,
             final_result: Some(result.into()),
             muted: muted.then(|| "flaky".into()),
+            owner: None,
         }
     }
 
@@ -149,6 +156,7 @@ mod tests {
         assert_eq!(sent.cases[0].source, "old text");
         assert_eq!((sent.project.as_str(), sent.branch.as_str(), sent.commit.as_str()), ("shop", "fix", "abc"));
         assert_eq!(sent.config_json, r#"{"timeout":5}"#);
+        assert_eq!(sent.testowners, "* @shop", "its owners as they were");
         let selector = sent.selector.clone().unwrap();
         assert_eq!((selector.platform.as_str(), selector.labels.get("os").map(String::as_str)), ("ios", Some("17")));
         let with_muted = grpc::SubmitRequest { rerun_muted: true, ..request.clone() };

@@ -32,6 +32,8 @@ pub struct CheckedSuite {
     /// The case configuration as the workers will read it.
     pub config_json: String,
     pub priority: u32,
+    /// Who owns which case files (the project's TESTOWNERS).
+    pub owners: crate::owners::Owners,
 }
 
 impl CheckedSuite {
@@ -67,6 +69,7 @@ impl CheckedSuite {
             priority: self.priority,
             detached: request.detach,
             rerun_of: text(&request.rerun_failed_of),
+            testowners: text(&request.testowners),
             started_at,
             manifest_json: serde_json::to_string(&RunManifest::started(started_iso)).expect("a manifest is plain data"),
             files: request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect(),
@@ -83,6 +86,7 @@ impl CheckedSuite {
                     expected_ms: *ms,
                     estimate_source: source.to_string(),
                     muted: None,
+                    owner: Some(self.owners.of(&case.file).join(" ")).filter(|o| !o.is_empty()),
                 })
                 .collect(),
         }
@@ -132,6 +136,13 @@ pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, CoreError> {
             None
         }
     };
+    let owners = match crate::owners::Owners::parse(&request.testowners) {
+        Ok(owners) => owners,
+        Err(errors) => {
+            problems.extend(errors);
+            crate::owners::Owners::default()
+        }
+    };
     let files: Vec<(String, String)> = request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect();
     let mut cases = Vec::new();
     if let Some(config) = &config {
@@ -153,7 +164,7 @@ pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, CoreError> {
         })
         .unwrap_or_default();
     let priority = request.priority.max(1);
-    Ok(CheckedSuite { request, cases, selector, config_json, priority })
+    Ok(CheckedSuite { request, cases, selector, config_json, priority, owners })
 }
 
 #[cfg(test)]

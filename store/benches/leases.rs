@@ -28,6 +28,7 @@ fn new_run(id: &str) -> NewRun {
         priority: 1,
         detached: false,
         rerun_of: None,
+        testowners: None,
         started_at: 0,
         manifest_json: "{}".into(),
         files: vec![("cases/bench.md".into(), String::new())],
@@ -40,6 +41,7 @@ fn new_run(id: &str) -> NewRun {
                 expected_ms: 1000,
                 estimate_source: "default".into(),
                 muted: None,
+                owner: None,
             })
             .collect(),
     }

@@ -7,7 +7,7 @@ macro_rules! run_select {
     () => {
         "SELECT id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, priority, \
          started_at, finished_at, manifest_json, platform, result, cases, passed, failed, retried, detached, \
-         waiting_reason, muted_failed, rerun_of FROM runs"
+         waiting_reason, muted_failed, rerun_of, testowners FROM runs"
     };
 }
 

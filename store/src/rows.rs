@@ -22,6 +22,8 @@ pub struct NewRun {
     pub cases: Vec<NewCase>,
     /// The run whose failed cases it runs again.
     pub rerun_of: Option<String>,
+    /// The project's TESTOWNERS as it was sent.
+    pub testowners: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +38,8 @@ pub struct NewCase {
     /// Why it is muted, when it was muted as the run was submitted: its
     /// failure does not fail the run.
     pub muted: Option<String>,
+    /// Who owns it (TESTOWNERS), space-separated.
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +154,8 @@ pub struct RunRow {
     pub muted_failed: Option<i64>,
     /// The run whose failed cases it runs again.
     pub rerun_of: Option<String>,
+    /// The TESTOWNERS its cases' owners were read from.
+    pub testowners: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -161,6 +167,8 @@ pub struct CaseRow {
     pub final_result: Option<String>,
     /// Why it was muted in this run.
     pub muted: Option<String>,
+    /// Who owns it (TESTOWNERS), space-separated.
+    pub owner: Option<String>,
 }
 
 /// Which runs the runs list shows.

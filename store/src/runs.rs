@@ -13,8 +13,8 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO runs (id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, \
-             priority, started_at, manifest_json, detached, rerun_of, written) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0)",
+             priority, started_at, manifest_json, detached, rerun_of, testowners, written) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 0)",
         )
         .bind(&run.id)
         .bind(&run.project)
@@ -29,6 +29,7 @@ impl Store {
         .bind(&run.manifest_json)
         .bind(i64::from(run.detached))
         .bind(&run.rerun_of)
+        .bind(&run.testowners)
         .execute(&mut *tx)
         .await?;
         // A few statements per 500 cases, whatever the suite's size.
@@ -62,9 +63,9 @@ impl Store {
             let mut tx = self.pool.begin().await?;
             for chunk in part.chunks(self.rows()) {
                 let sql = format!(
-                    "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source, muted) \
-                     VALUES {}",
-                    placeholders(chunk.len(), 8)
+                    "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source, muted, \
+                     owner) VALUES {}",
+                    placeholders(chunk.len(), 9)
                 );
                 // Built from constants and numbered placeholders only.
                 let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -77,7 +78,8 @@ impl Store {
                         .bind(case.ordinal)
                         .bind(case.expected_ms)
                         .bind(&case.estimate_source)
-                        .bind(&case.muted);
+                        .bind(&case.muted)
+                        .bind(&case.owner);
                 }
                 query.execute(&mut *tx).await?;
             }
@@ -229,7 +231,7 @@ impl Store {
     /// A run's cases, in suite order.
     pub async fn run_cases(&self, run_id: &str) -> Result<Vec<CaseRow>, StoreError> {
         Ok(sqlx::query_as::<_, CaseRow>(
-            "SELECT case_id, file, ordinal, expected_ms, final_result, muted FROM cases WHERE run_id = $1 \
+            "SELECT case_id, file, ordinal, expected_ms, final_result, muted, owner FROM cases WHERE run_id = $1 \
              ORDER BY ordinal",
         )
         .bind(run_id)

@@ -83,6 +83,7 @@ async fn mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_onl
     // A run whose only failure is muted passes; its totals still count it.
     let mut r1 = run("r1", 1_000, &["a", "c"]);
     r1.cases[0].muted = Some("a is flaky".into());
+    r1.cases[0].owner = Some("@ana @org/qa".into());
     store.create_run(&r1).await.unwrap();
     store.grant_lease(&lease("1a", "r1", "a", 1, 1)).await.unwrap();
     store.finish_attempt("1a", &failed(300, 1_100)).await.unwrap();
@@ -99,6 +100,8 @@ async fn mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_onl
     assert_eq!((r1.result.as_deref(), r1.failed, r1.muted_failed), (Some("passed"), Some(1), Some(1)));
     assert_eq!(store.run_muted("r1").await.unwrap(), [("a".to_owned(), "a is flaky".to_owned())]);
     assert!(store.case_known("shop", "a").await.unwrap());
+    let owners = store.case_owners("shop", 0).await.unwrap();
+    assert_eq!((owners.len(), owners["a"].as_str()), (1, "@ana @org/qa"));
     assert!(!store.case_known("shop", "zz").await.unwrap() && !store.case_known("other", "a").await.unwrap());
     // Its end is followed up once.
     assert_eq!(store.runs_to_follow_up(10).await.unwrap().iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["r1"]);
@@ -449,6 +452,7 @@ fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
         priority: 1,
         detached: false,
         rerun_of: None,
+        testowners: None,
         started_at,
         manifest_json: format!(r#"{{"schema":1,"startedAt":"{started_at}"}}"#),
         files: vec![("cases/a.md".into(), "---\nid: a\n---\n".into())],
@@ -463,6 +467,7 @@ fn run(id: &str, started_at: i64, cases: &[&str]) -> NewRun {
                 expected_ms: 1000 * (i as i64 + 1),
                 estimate_source: "default".into(),
                 muted: None,
+                owner: None,
             })
             .collect(),
     }
