@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod js;
+pub mod junit_read;
 pub mod report;
 pub mod runner;
 pub mod suite;

@@ -66,6 +66,8 @@ enum Command {
     Devices(grid::DevicesArgs),
     /// Recent runs.
     Runs(grid::RunsArgs),
+    /// Bring another runner's results into the history.
+    Import(grid::ImportArgs),
 }
 
 /// The command line's definition (the settings read variables' names off it).
@@ -96,7 +98,9 @@ async fn main() -> ExitCode {
         Command::Coordinator(_) => ("info", "argus-coordinator"),
         Command::Worker(_) => ("info", "argus-worker"),
         Command::Standalone(_) => ("info", "argus-standalone"),
-        Command::Migrate(_) | Command::Prune(_) | Command::Devices(_) | Command::Runs(_) => ("warn", "argus"),
+        Command::Migrate(_) | Command::Prune(_) | Command::Devices(_) | Command::Runs(_) | Command::Import(_) => {
+            ("warn", "argus")
+        }
     };
     let telemetry = telemetry::init(level, service, cli.log_format);
     let code = match cli.command {
@@ -113,6 +117,7 @@ async fn main() -> ExitCode {
         Command::Prune(args) => prune::run(args, &sub).await,
         Command::Devices(args) => grid::devices(args, &sub).await,
         Command::Runs(args) => grid::runs(args, &sub).await,
+        Command::Import(args) => grid::import(args, &sub).await,
     };
     telemetry.shutdown().await;
     code

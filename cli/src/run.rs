@@ -119,7 +119,7 @@ fn usage(message: impl std::fmt::Display) -> ExitCode {
 }
 
 /// The branch and commit: from the usual CI variables, else from git.
-fn git_info() -> (String, String) {
+pub fn git_info() -> (String, String) {
     let env = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
     let git = |args: &[&str]| {
         Command::new("git")

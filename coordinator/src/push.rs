@@ -250,6 +250,7 @@ async fn finish(State(state): State<PushState>, Path(id): Path<String>, headers:
         manifest_json: push.manifest_json,
         lines: push.lines,
         started,
+        trigger: argus_store::PUSHED.to_owned(),
     };
     if let Err(e) = state.store.import_run(&run).await {
         tracing::warn!(run = %id, error = %e, "cannot write a pushed run");

@@ -34,6 +34,8 @@ struct Services {
     /// WebDriver sessions, whose calls' answers come up the workers' links.
     /// Calls in flight to devices' apps, which their workers answer here.
     calls: Arc<argus_grid::calls::DeviceCalls>,
+    /// The dashboard's public address, for the links answers carry.
+    dashboard_url: Option<String>,
 }
 
 #[tonic::async_trait]
@@ -258,6 +260,30 @@ impl grpc::runs_server::Runs for Services {
         let project = request.into_inner().project;
         let mutes = self.store.mutes(Some(&project).filter(|p| !p.is_empty()).map(String::as_str)).await?;
         Ok(Response::new(grpc::MutesResponse { mutes: mutes.into_iter().map(argus_grid::mutes::to_grpc).collect() }))
+    }
+
+    async fn import(&self, request: Request<grpc::ImportRequest>) -> Result<Response<grpc::ImportResponse>, Status> {
+        let request = request.into_inner();
+        let ask = argus_grid::import::ImportAsk {
+            project: request.project,
+            branch: request.branch,
+            commit: request.commit,
+            platform: request.platform,
+            source: request.source,
+            report: request.junit_xml,
+        };
+        let imported = argus_grid::import::import_junit(&self.store, ask, argus_grid::time::now_ms()).await?;
+        let dashboard_url =
+            self.dashboard_url.as_ref().map(|u| format!("{u}/runs/{}", imported.run_id)).unwrap_or_default();
+        Ok(Response::new(grpc::ImportResponse {
+            run_id: imported.run_id,
+            source: imported.source,
+            cases: imported.cases,
+            passed: imported.passed,
+            failed: imported.failed,
+            skipped: imported.skipped,
+            dashboard_url,
+        }))
     }
 
     async fn get(&self, request: Request<grpc::GetRequest>) -> Result<Response<grpc::RunSummary>, Status> {
@@ -559,10 +585,11 @@ pub async fn serve_with(
     let webhooks: Arc<[argus_grid::notify::Webhook]> = webhooks.into();
     let told = crate::webhooks::Webhooks {
         hooks: webhooks.clone(),
-        dashboard: dashboard_url,
+        dashboard: dashboard_url.clone(),
         retry_for: webhook_retry_for.unwrap_or(std::time::Duration::from_secs(3_600)),
     };
     crate::webhooks::start(store.clone(), told, shutdown.clone(), &tasks);
+    let told_dashboard = dashboard_url;
     if let Some(http) = http {
         info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
         let guard = crate::http::Guard {
@@ -591,7 +618,15 @@ pub async fn serve_with(
             tracing::info_span!("http"),
         ));
     }
-    let services = Services { handle, store, relay: Arc::default(), tasks: tasks.clone(), artifacts, calls };
+    let services = Services {
+        handle,
+        store,
+        relay: Arc::default(),
+        tasks: tasks.clone(),
+        artifacts,
+        calls,
+        dashboard_url: told_dashboard,
+    };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;
     health.set_serving::<RunsServer<Services>>().await;
@@ -631,7 +666,12 @@ pub async fn serve_with(
         // What the API looks like is for clients only.
         .add_service(tonic::service::interceptor::InterceptedService::new(reflection, client_check.clone()))
         .add_service(WorkersServer::with_interceptor(services.clone(), worker_check))
-        .add_service(RunsServer::with_interceptor(services.clone(), client_check.clone()))
+        // A JUnit report may be 16 MiB (Runs.Import).
+        .add_service(tonic::service::interceptor::InterceptedService::new(
+            RunsServer::new(services.clone())
+                .max_decoding_message_size(argus_grid::import::MAX_REPORT_BYTES + (1 << 20)),
+            client_check.clone(),
+        ))
         .add_service(FleetServer::with_interceptor(services, client_check))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled());
     // The owner task commits what it holds and ends the streams; streams

@@ -167,3 +167,55 @@ pub async fn rerun_failed(
     let url = format!("/runs/{}", submitted.run_id);
     Ok(Json(Rerun { run_id: submitted.run_id, rerun_of: id, cases: submitted.case_ids, url }))
 }
+
+/// What an import is filed under, as a query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportQuery {
+    #[serde(default)]
+    pub project: String,
+    #[serde(default)]
+    pub branch: String,
+    #[serde(default)]
+    pub commit: String,
+    #[serde(default)]
+    pub platform: String,
+    /// The runner that wrote it, when the report does not say.
+    #[serde(default)]
+    pub source: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImportedView {
+    #[serde(flatten)]
+    pub imported: argus_grid::import::Imported,
+    pub url: String,
+}
+
+/// `POST /api/v1/import/junit?project=P&branch=&commit=&platform=&source=`:
+/// the body is a JUnit XML report; 201 with the run it became; 400 naming
+/// what is wrong with it, 413 past the size, nothing written either way.
+pub async fn import_junit(
+    State(state): State<Dashboard>,
+    Query(query): Query<ImportQuery>,
+    body: axum::body::Body,
+) -> Result<(StatusCode, Json<ImportedView>), ApiError> {
+    let limit = argus_grid::import::MAX_REPORT_BYTES;
+    let report = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the report is larger than {} MiB, the most taken", limit >> 20),
+        )
+    })?;
+    let ask = argus_grid::import::ImportAsk {
+        project: query.project,
+        branch: query.branch,
+        commit: query.commit,
+        platform: query.platform,
+        source: query.source,
+        report: report.to_vec(),
+    };
+    let imported = argus_grid::import::import_junit(&state.store, ask, now_ms()).await?;
+    let url = format!("/runs/{}", imported.run_id);
+    Ok((StatusCode::CREATED, Json(ImportedView { imported, url })))
+}

@@ -83,6 +83,7 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/webhooks", get(webhooks::webhooks_api))
         .route("/api/v1/mutes/{project}/{case}", put(actions::mute).delete(actions::unmute))
         .route("/api/v1/runs/{id}/rerun-failed", post(actions::rerun_failed))
+        .route("/api/v1/import/junit", post(actions::import_junit).layer(axum::extract::DefaultBodyLimit::disable()))
         .route("/api/v1/sessions", get(sessions::sessions_api))
         .route("/api/v1/sessions/{id}", get(sessions::session_api))
         .with_state(state)

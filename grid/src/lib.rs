@@ -13,6 +13,7 @@
 //! - [`follow_up`]: what follows a run's end (mutes lifted, notifications);
 //! - [`notify`]: events, and each webhook's request for one (JSON, Slack, GitHub status);
 //! - [`owners`]: TESTOWNERS, who owns which case files;
+//! - [`import`]: JUnit reports from other runners landed as runs;
 //! - [`mutes`]: a mute checked, and when a muted case has earned its unmute;
 //! - [`watch`]: a run's updates as its clients stream them;
 //! - [`relay`]: fixtures and report pushes relayed to a project's client;
@@ -25,6 +26,7 @@ pub mod core;
 pub mod error;
 pub mod explain;
 pub mod follow_up;
+pub mod import;
 pub mod matching;
 pub mod metrics;
 pub mod mutes;

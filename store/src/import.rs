@@ -1,7 +1,8 @@
 //! A run another runner made, written whole: `lynkeus report push` (the
 //! coordinator's `/v1/runs` endpoints) hands over a run directory's
-//! `run.json` and `cases.jsonl`, and it joins the same history, flaky ranking
-//! and case pages as grid runs, marked by its trigger.
+//! `run.json` and `cases.jsonl`, a JUnit import its report read into the
+//! same lines, and it joins the same history, flaky ranking and case pages
+//! as grid runs, marked by its trigger.
 
 use super::{Store, StoreError, finish_run_in, placeholders, update_case_results};
 use argus_proto::run::RunCase;
@@ -23,6 +24,9 @@ pub struct ImportedRun {
     pub lines: Vec<(RunCase, String)>,
     /// Each attempt's start, in epoch milliseconds, in the order of `lines`.
     pub started: Vec<i64>,
+    /// Where it came from, shown as the run's trigger ([`PUSHED`], `junit
+    /// import: pytest`).
+    pub trigger: String,
 }
 
 impl Store {
@@ -41,7 +45,7 @@ impl Store {
         .bind(&run.project)
         .bind(&run.branch)
         .bind(&run.commit)
-        .bind(PUSHED)
+        .bind(&run.trigger)
         .bind(retries)
         .bind(run.started_at)
         .bind(&run.manifest_json)

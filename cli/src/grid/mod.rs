@@ -20,12 +20,14 @@ pub use argus_coordinator::config::{DEFAULT_DATABASE, DEFAULT_HTTP, DEFAULT_LIST
 
 mod coordinator;
 mod fleet;
+mod import;
 mod mutes;
 mod standalone;
 mod worker;
 
 pub use coordinator::*;
 pub use fleet::*;
+pub use import::*;
 pub use mutes::*;
 pub use standalone::*;
 pub use worker::*;
