@@ -40,6 +40,9 @@ pub struct CoordinatorSettings {
     pub default_branch: String,
     /// Attempts in a row that passed there to unmute it; 0: never by passes.
     pub unmute_after: u32,
+    /// Auto-mute after this many passes on retry (0: off), in this window.
+    pub auto_mute_after: u32,
+    pub auto_mute_days: u32,
     pub standby: bool,
     /// `[[coordinator.webhooks]]`: who is told what (only in argus.toml).
     pub webhooks: Vec<WebhookSettings>,
@@ -183,6 +186,8 @@ impl Default for CoordinatorSettings {
             step_records_days: argus_store::prune::STEP_RECORDS_DAYS,
             default_branch: "main".into(),
             unmute_after: argus_grid::mutes::UNMUTE_AFTER,
+            auto_mute_after: 0,
+            auto_mute_days: 7,
             standby: false,
             webhooks: Vec::new(),
             webhook_retry_for: 3_600,
@@ -197,6 +202,8 @@ pub enum SettingsError {
     KeepNothing,
     #[error("public_url {0:?}: give the dashboard's address as http://HOST:PORT")]
     PublicUrl(String),
+    #[error("auto_mute_days 0 is a window of nothing: give 1 or more days")]
+    AutoMuteDays,
     #[error("default_branch is empty: name the branch whose passes unmute a case (main, say)")]
     DefaultBranch,
     #[error("tls_cert and tls_key go together: give both, or neither")]
@@ -211,6 +218,9 @@ impl CoordinatorSettings {
     pub fn validate(&self) -> Result<Option<TlsIdentity>, SettingsError> {
         if self.keep_days == Some(0) {
             return Err(SettingsError::KeepNothing);
+        }
+        if self.auto_mute_after > 0 && self.auto_mute_days == 0 {
+            return Err(SettingsError::AutoMuteDays);
         }
         if self.default_branch.trim().is_empty() {
             return Err(SettingsError::DefaultBranch);

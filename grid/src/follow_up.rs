@@ -24,6 +24,15 @@ pub async fn follow_up(store: &Store, policy: &FollowUp, batch: u32) -> Result<u
     for run in &runs {
         let now = crate::time::now_ms();
         crate::mutes::lift_by_passes(store, run, &policy.mutes, now).await?;
+        if policy.mutes.auto_mute_after > 0 {
+            // The causes the auto-mute reads, this run's included.
+            crate::explain::write_causes(store, 1_000).await?;
+            match crate::mutes::auto_mute(store, run, &policy.mutes, now).await {
+                Ok(_) => {}
+                Err(crate::error::CoreError::Store(error)) => return Err(error),
+                Err(other) => tracing::warn!(run = %run.id, error = %other, "the auto-mute could not mute a case"),
+            }
+        }
         let events = match told(store, run, now).await {
             Ok(events) => events,
             Err(ExplainError::Store(error)) => return Err(error),

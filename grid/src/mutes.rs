@@ -20,12 +20,74 @@ pub struct MutePolicy {
     pub default_branch: String,
     /// Attempts in a row that passed there; 0 never unmutes by passes.
     pub unmute_after: u32,
+    /// Auto-mute (0: off): a case that passed on retry more than this many
+    /// times in the window, whose failures there were all `timing` or
+    /// `unknown`, is muted, and its owner told (`case.muted`).
+    pub auto_mute_after: u32,
+    /// The auto-mute's window, in days.
+    pub auto_mute_days: u32,
 }
 
 impl Default for MutePolicy {
     fn default() -> Self {
-        Self { default_branch: "main".into(), unmute_after: UNMUTE_AFTER }
+        Self { default_branch: "main".into(), unmute_after: UNMUTE_AFTER, auto_mute_after: 0, auto_mute_days: 7 }
     }
+}
+
+/// Who auto-mutes.
+pub const AUTO_MUTER: &str = "argus auto-mute";
+
+/// Whether a case earns an auto-mute: it passed on retry more than
+/// `threshold` times in the window, and each of its failures there has a
+/// cause that says nothing is broken (`timing`, `unknown`).
+pub fn earns_auto_mute(passed_on_retry: i64, causes: &[String], threshold: u32) -> bool {
+    threshold > 0
+        && passed_on_retry > i64::from(threshold)
+        && !causes.is_empty()
+        && causes.iter().all(|c| c == "timing" || c == "unknown")
+}
+
+/// After `run` ended: its cases that earn an auto-mute (see
+/// [`earns_auto_mute`]) are muted, with their owners; the cases muted.
+pub async fn auto_mute(
+    store: &Store,
+    run: &RunRow,
+    policy: &MutePolicy,
+    now_ms: i64,
+) -> Result<Vec<String>, CoreError> {
+    if policy.auto_mute_after == 0 || run.result.as_deref() == Some("cancelled") {
+        return Ok(Vec::new());
+    }
+    let since = now_ms - i64::from(policy.auto_mute_days) * 86_400_000;
+    let muted = store.mutes(Some(&run.project)).await?;
+    let cases = store.run_cases(&run.id).await?;
+    let mut done = Vec::new();
+    for flaky in store.flaky_cases(&run.project, since, 10_000).await? {
+        let Some(case) = cases.iter().find(|c| c.case_id == flaky.case_id) else { continue };
+        if case.muted.is_some() || muted.iter().any(|m| m.case_id == flaky.case_id) {
+            continue;
+        }
+        let causes = store.case_failure_causes(&run.project, &flaky.case_id, since).await?;
+        if !earns_auto_mute(flaky.passed_on_retry, &causes, policy.auto_mute_after) {
+            continue;
+        }
+        let ask = grpc::MuteRequest {
+            project: run.project.clone(),
+            case_id: flaky.case_id.clone(),
+            reason: format!(
+                "auto-muted: passed on retry {} times in {} days; its failures were {}",
+                flaky.passed_on_retry,
+                policy.auto_mute_days,
+                if causes.iter().all(|c| c == "timing") { "timing" } else { "timing or unknown" }
+            ),
+            owner: case.owner.clone().unwrap_or_default(),
+            until_unix_ms: None,
+            by: AUTO_MUTER.into(),
+        };
+        mute(store, ask, now_ms).await?;
+        done.push(flaky.case_id);
+    }
+    Ok(done)
 }
 
 /// A mute as asked, checked: what to keep, or every problem with it.
@@ -179,6 +241,16 @@ mod tests {
             by: "ana".into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn only_a_case_that_keeps_passing_on_retry_for_no_visible_reason_earns_an_auto_mute() {
+        let causes = |c: &[&str]| c.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+        assert!(earns_auto_mute(4, &causes(&["timing", "unknown"]), 3));
+        assert!(!earns_auto_mute(3, &causes(&["timing"]), 3), "more than the threshold");
+        assert!(!earns_auto_mute(9, &causes(&["timing", "backend"]), 3), "a backend failure is a real one");
+        assert!(!earns_auto_mute(9, &[], 3), "no cause known yet");
+        assert!(!earns_auto_mute(9, &causes(&["timing"]), 0), "off");
     }
 
     #[test]

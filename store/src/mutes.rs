@@ -172,6 +172,25 @@ impl Store {
         Ok(rows.iter().map(|r| (r.get::<String, _>(0), r.get::<String, _>(1))).collect())
     }
 
+    /// The causes of a case's failures in `project` since `since_ms`, as
+    /// written (failures not explained yet are left out).
+    pub async fn case_failure_causes(
+        &self,
+        project: &str,
+        case_id: &str,
+        since_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT cause FROM observations WHERE project = $1 AND result = 'failed' AND finished_at >= $2 \
+             AND case_id = $3 AND cause IS NOT NULL",
+        )
+        .bind(project)
+        .bind(since_ms)
+        .bind(case_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// A run's cases that were muted when it was submitted: case id and why.
     pub async fn run_muted(&self, run_id: &str) -> Result<Vec<(String, String)>, StoreError> {
         let rows =

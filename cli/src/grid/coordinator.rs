@@ -109,6 +109,16 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_UNMUTE_AFTER", value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     unmute_after: Option<u32>,
+    /// Auto-mute (off unless set): mute a case that passed on retry more
+    /// than N times in --auto-mute-days, whose failures there were all
+    /// `timing` or `unknown`; its owner is told (`case.muted`).
+    #[arg(long, env = "ARGUS_AUTO_MUTE_AFTER", value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto_mute_after: Option<u32>,
+    /// The auto-mute's window, in days [default: 7].
+    #[arg(long, env = "ARGUS_AUTO_MUTE_DAYS", value_name = "DAYS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto_mute_days: Option<u32>,
     /// How long a webhook delivery is retried (with backoff, while the
     /// receiver fails or does not answer) before it is abandoned, in
     /// seconds [default: 3600]. The webhooks themselves are
@@ -252,6 +262,8 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
             mutes: argus_grid::mutes::MutePolicy {
                 default_branch: settings.default_branch.clone(),
                 unmute_after: settings.unmute_after,
+                auto_mute_after: settings.auto_mute_after,
+                auto_mute_days: settings.auto_mute_days,
             },
         },
     };
