@@ -24,10 +24,16 @@
 //!   attempt and per night, before and after the records of passing
 //!   attempts that are no baseline age out, and what a night adds for good.
 //!
+//! - with `--webhooks`, instead: what telling webhooks costs, the same
+//!   comparison between grids with four webhooks (each format at a receiver
+//!   that takes 2 s to answer, and one where nothing listens) and none,
+//!   on suites where one case in twenty fails (a `case.failing` each).
+//!
 //! `cargo bench -p argus --bench grid [-- DEVICES[,DEVICES…] [CASES]
-//! [--records] [--nightly[=CASES]]]`, default `64 1000`; `--records`
-//! measures the records' cost alone, `--nightly` their weight alone (10,000
-//! cases, on Postgres when there is one).
+//! [--records] [--webhooks] [--nightly[=CASES]]]`, default `64 1000`;
+//! `--records` measures the records' cost alone, `--webhooks` the
+//! webhooks', `--nightly` the records' weight alone (10,000 cases, on
+//! Postgres when there is one).
 //! Postgres from `ARGUS_BENCH_POSTGRES_URL` (or `ARGUS_TEST_POSTGRES_URL`);
 //! give it a server with fsync on, as a team runs it. SQLite always.
 #![allow(clippy::disallowed_methods)] // Tests and benchmarks start their helpers with tokio::spawn.
@@ -43,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 mod support;
 
-use support::{free_port, grid, grid_with, histogram, ms, suite};
+use support::{free_port, grid, grid_options, grid_with, histogram, ms, suite};
 
 // The allocator the `argus` binary runs with.
 #[global_allocator]
@@ -397,6 +403,123 @@ async fn paced(database: &str, devices: usize, observe: bool, quick: usize, case
     }
 }
 
+/// A receiver that takes `delay` to answer each request (200), and counts
+/// them: a slow webhook.
+async fn slow_receiver(
+    delay: Duration,
+    cancel: CancellationToken,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = cancel.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let Ok((mut stream, _)) = accepted else { continue };
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 64 * 1024];
+                let _ = stream.read(&mut buffer).await;
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(delay).await;
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Webhooks that want every event, in each format, at `receiver`, and one
+/// at an address where nothing listens (tried again and again).
+fn webhooks_at(receiver: &str) -> Vec<argus_grid::notify::Webhook> {
+    use argus_grid::notify::{Format, Webhook};
+    let hook = |name: &str, url: String, format: Format| Webhook {
+        name: name.into(),
+        url,
+        events: Vec::new(),
+        format,
+        secret: Some("bench".into()),
+        token: Some("token".into()),
+        repository: Some("acme/shop".into()),
+        projects: Vec::new(),
+        owners: Vec::new(),
+    };
+    vec![
+        hook("json", format!("{receiver}/json"), Format::Json),
+        hook("slack", format!("{receiver}/slack"), Format::Slack),
+        hook("github", receiver.to_owned(), Format::GithubStatus),
+        hook("dead", format!("http://127.0.0.1:{}/gone", free_port()), Format::Json),
+    ]
+}
+
+/// One-step cases of which one in twenty fails: a `case.failing` each.
+fn failing_suite(cases: usize) -> Vec<grpc::CaseFile> {
+    let mut files = suite(cases - cases / 20, "see", ONE_STEP);
+    files.extend(suite(cases / 20, "fail", "  - app.see: { text: Nope, timeoutMs: 50 }\n"));
+    files
+}
+
+/// What telling webhooks costs: the same suites (one case in twenty
+/// failing, so that each run raises a `case.failing` per failure besides
+/// its end) on fresh grids with four webhooks configured (each format at a
+/// receiver that takes 2 s to answer, and one where nothing listens) and
+/// with none, `ROUNDS` times each.
+async fn webhooks_cost(store: &str, databases: &[String], devices: usize, cases: usize) {
+    let quick = cases.max(devices * 10);
+    let receiver_stop = CancellationToken::new();
+    let (receiver, seen) = slow_receiver(Duration::from_secs(2), receiver_stop.clone()).await;
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+        for told in order {
+            let cancel = CancellationToken::new();
+            let options = argus_coordinator::Options {
+                webhooks: if told { webhooks_at(&receiver) } else { Vec::new() },
+                ..Default::default()
+            };
+            let url = grid_options(&databases[round * 2 + usize::from(told)], devices, true, options, &cancel).await;
+            let (cpu_before, _) = usage();
+            let started = Instant::now();
+            let mut runs = RunsClient::connect(url.clone()).await.unwrap();
+            let request =
+                grpc::SubmitRequest { cases: failing_suite(quick), project: "bench".into(), ..Default::default() };
+            let run_id = runs.submit(request).await.unwrap().into_inner().run_id;
+            let mut updates = runs.watch(grpc::WatchRequest { run_id, after_seq: 0 }).await.unwrap().into_inner();
+            while let Some(update) = updates.message().await.unwrap() {
+                if let Some(run_update::Kind::RunFinished(_)) = update.kind {
+                    break;
+                }
+            }
+            let wall = started.elapsed();
+            // The next run goes while the first one's events are delivered.
+            let gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
+            let (cpu_after, _) = usage();
+            cancel.cancel();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let measured = Paced {
+                rate: quick as f64 / wall.as_secs_f64(),
+                gap_mean: gaps.mean() / 1000.0,
+                gap_p50: ms(&gaps, 0.5),
+                gap_p99: ms(&gaps, 0.99),
+                cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
+                gaps,
+            };
+            if told { with.push(measured) } else { without.push(measured) }
+        }
+    }
+    receiver_stop.cancel();
+    println!(
+        "{store}, {devices} devices, with four webhooks (a receiver that answers in 2 s, one that is gone) and without, {ROUNDS} rounds of fresh grids, medians ({} requests reached the receiver):",
+        seen.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    compare_paced(&with, &without);
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -423,6 +546,12 @@ async fn records_cost(store: &str, databases: &[String], devices: usize, cases: 
         "  {:<46} {:>8.2} ms p50 {:>6.2} ms p99   without {:.2} ms p50 {:.2} ms p99",
         "the store alone: a burst of 8 results", with_p50, with_p99, bare_p50, bare_p99
     );
+    compare_paced(&with, &without);
+}
+
+/// Each figure of two sets of rounds, medians and ratio, and every round's
+/// gaps pooled.
+fn compare_paced(with: &[Paced], without: &[Paced]) {
     type Figure = fn(&Paced) -> f64;
     let rows: [(&str, Figure, &str); 5] = [
         ("results written / s", |p| p.rate, ""),
@@ -440,7 +569,7 @@ async fn records_cost(store: &str, databases: &[String], devices: usize, cases: 
         }
         all
     };
-    let (all_with, all_without) = (pooled(&with), pooled(&without));
+    let (all_with, all_without) = (pooled(with), pooled(without));
     println!(
         "  {:<46} {:>8.2} ms mean {:>5.1} p50 {:>5.1} p99   without {:.2} ms mean {:.1} p50 {:.1} p99   mean with/without {:.2}",
         format!("same-device gap, {} gaps of {ROUNDS} rounds", all_with.len()),
@@ -455,7 +584,7 @@ async fn records_cost(store: &str, databases: &[String], devices: usize, cases: 
     for (name, of, unit) in rows {
         let (a, b) = (median(with.iter().map(of).collect()), median(without.iter().map(of).collect()));
         let rounds: Vec<String> =
-            with.iter().zip(&without).map(|(w, o)| format!("{:.1}/{:.1}", of(w), of(o))).collect();
+            with.iter().zip(without).map(|(w, o)| format!("{:.1}/{:.1}", of(w), of(o))).collect();
         println!(
             "  {:<46} {:>8.1}{unit} without {:>8.1}{unit}   with/without {:>5.2}   (rounds {})",
             name,
@@ -560,6 +689,8 @@ fn main() {
     let cases: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
     // `--records`: the cost of step records alone.
     let records_only = std::env::args().any(|a| a == "--records");
+    // `--webhooks`: the cost of telling webhooks alone.
+    let webhooks_only = std::env::args().any(|a| a == "--webhooks");
     // `--nightly[=CASES]`: the weight of a nightly's step records, alone.
     let nightly = std::env::args().find_map(|a| {
         a.strip_prefix("--nightly").map(|n| n.strip_prefix('=').and_then(|n| n.parse().ok()).unwrap_or(10_000))
@@ -577,6 +708,25 @@ fn main() {
                 let name = format!("argus_grid_bench_{}_bursts", std::process::id());
                 let url = Store::create_database(admin, &name).await.expect("the bench Postgres answers");
                 println!("Postgres, a burst of 8 one-step results (with and without records): {:?}", burst_cost(&url, 500, 1_300).await);
+            }
+            return;
+        }
+        if webhooks_only {
+            for devices in fleets.iter().copied() {
+                let files: Vec<_> = (0..2 * ROUNDS).map(|n| sqlite(&format!("told{n}"), devices)).collect();
+                let urls: Vec<String> = files.iter().map(|f| format!("sqlite:{}", f.display())).collect();
+                webhooks_cost("SQLite", &urls, devices, cases).await;
+                for file in files {
+                    let _ = std::fs::remove_file(file);
+                }
+                if let Some(admin) = &postgres {
+                    let mut urls = Vec::new();
+                    for n in 0..2 * ROUNDS {
+                        let name = format!("argus_grid_bench_{}_{devices}_told{n}", std::process::id());
+                        urls.push(Store::create_database(admin, &name).await.expect("the bench Postgres answers"));
+                    }
+                    webhooks_cost("Postgres", &urls, devices, cases).await;
+                }
             }
             return;
         }

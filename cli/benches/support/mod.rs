@@ -37,10 +37,21 @@ pub async fn grid(database: &str, devices: usize, cancel: &CancellationToken) ->
 /// The same, its slots recording every step (`observe`, the default) or
 /// not: what the cost of the records is measured with.
 pub async fn grid_with(database: &str, devices: usize, observe: bool, cancel: &CancellationToken) -> String {
+    grid_options(database, devices, observe, argus_coordinator::Options::default(), cancel).await
+}
+
+/// The same, the coordinator served with `options` (webhooks, say).
+pub async fn grid_options(
+    database: &str,
+    devices: usize,
+    observe: bool,
+    options: argus_coordinator::Options,
+    cancel: &CancellationToken,
+) -> String {
     let store = Store::open(database).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let model = Model::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml")).unwrap();
     let ports = free_ports(devices);
     for (w, chunk) in ports.chunks(DEVICES_PER_WORKER).enumerate() {
