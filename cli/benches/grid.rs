@@ -583,8 +583,7 @@ fn compare_paced(with: &[Paced], without: &[Paced]) {
     );
     for (name, of, unit) in rows {
         let (a, b) = (median(with.iter().map(of).collect()), median(without.iter().map(of).collect()));
-        let rounds: Vec<String> =
-            with.iter().zip(without).map(|(w, o)| format!("{:.1}/{:.1}", of(w), of(o))).collect();
+        let rounds: Vec<String> = with.iter().zip(without).map(|(w, o)| format!("{:.1}/{:.1}", of(w), of(o))).collect();
         println!(
             "  {:<46} {:>8.1}{unit} without {:>8.1}{unit}   with/without {:>5.2}   (rounds {})",
             name,

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use argus_grid::notify::{self, Delivery, Event, Tried, Webhook};
-use argus_store::{DueDelivery, Store, StoreError};
+use argus_store::{DeliveryTried, DueDelivery, Store, StoreError};
 
 /// How often events and due deliveries are looked for.
 const EVERY: Duration = Duration::from_millis(500);
@@ -89,11 +89,14 @@ async fn pass(store: &Store, webhooks: &Webhooks, client: &HttpsClient) -> Resul
         return Ok(());
     }
     let due = store.due_deliveries(argus_grid::time::now_ms(), BATCH).await?;
-    let tried = join_all(due.iter().map(|d| try_once(webhooks, client, d))).await;
-    for (due, outcome) in due.iter().zip(tried) {
-        record(store, webhooks, due, outcome).await?;
+    if due.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let tried = join_all(due.iter().map(|d| try_once(webhooks, client, d))).await;
+    let now = argus_grid::time::now_ms();
+    let outcomes: Vec<DeliveryTried> =
+        due.iter().zip(tried).map(|(due, outcome)| judge(webhooks, due, outcome, now)).collect();
+    store.deliveries_tried(&outcomes, now).await
 }
 
 /// What one try came to: the answer's status, or why there was none.
@@ -151,8 +154,9 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-async fn record(store: &Store, webhooks: &Webhooks, due: &DueDelivery, outcome: Outcome) -> Result<(), StoreError> {
-    let now = argus_grid::time::now_ms();
+/// Where a delivery stands after a try (the policy is
+/// `argus_grid::notify::after_try`).
+fn judge(webhooks: &Webhooks, due: &DueDelivery, outcome: Outcome, now: i64) -> DeliveryTried {
     let delivery = &due.delivery;
     let attempts = u32::try_from(delivery.attempts).unwrap_or(u32::MAX).saturating_add(1);
     let keep = |text: String| Some(text).filter(|t| !t.is_empty());
@@ -169,5 +173,5 @@ async fn record(store: &Store, webhooks: &Webhooks, due: &DueDelivery, outcome: 
     if !matches!(next, Delivery::Delivered | Delivery::Pending(_)) {
         warn!(delivery = delivery.id, webhook = %delivery.webhook, state = next.state(), ?status, ?error, "a webhook delivery ended undelivered");
     }
-    store.delivery_tried(delivery.id, next.state(), status, error.as_deref(), next_at, now).await
+    DeliveryTried { id: delivery.id, state: next.state().to_owned(), status, error, next_at }
 }

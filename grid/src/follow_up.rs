@@ -1,5 +1,6 @@
 //! What follows a run's end, off the owner task and after the run's end is
-//! in the store: the mutes its passes have lifted, and what webhooks are
+//! in the store (and, each pass, mutes whose time has come are lifted):
+//! the mutes its passes have lifted, and what webhooks are
 //! told (`run.finished`; `case.failing` for each case that failed on the
 //! run's branch where its last result was not a failure). The events and
 //! the mark that the run is followed up are written in one transaction, so
@@ -20,6 +21,8 @@ pub struct FollowUp {
 
 /// Follows up to `batch` ended runs, oldest first; how many.
 pub async fn follow_up(store: &Store, policy: &FollowUp, batch: u32) -> Result<usize, StoreError> {
+    // Mutes end at their time, whether or not a run comes.
+    store.lift_expired_mutes(crate::time::now_ms()).await?;
     let runs = store.runs_to_follow_up(batch).await?;
     for run in &runs {
         let now = crate::time::now_ms();

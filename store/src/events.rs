@@ -47,6 +47,18 @@ pub struct DueDelivery {
     pub event_json: String,
 }
 
+/// What one try of a delivery came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tried {
+    pub id: i64,
+    /// `pending`, `delivered`, `refused` or `abandoned`.
+    pub state: String,
+    pub status: Option<i64>,
+    pub error: Option<String>,
+    /// When it is tried again, if pending.
+    pub next_at: i64,
+}
+
 const DELIVERY_COLUMNS: &str = "d.id, d.event_id, d.webhook, d.kind, d.state, d.attempts, d.next_at, d.last_status, \
                                 d.last_error, d.created_at, d.finished_at";
 
@@ -125,29 +137,27 @@ impl Store {
             .await?)
     }
 
-    /// A try's outcome: the delivery's new state (`pending` with its next
-    /// time, or done), and the answer.
-    pub async fn delivery_tried(
-        &self,
-        id: i64,
-        state: &str,
-        status: Option<i64>,
-        error: Option<&str>,
-        next_at: i64,
-        at: i64,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, last_status = $2, last_error = $3, \
-             next_at = $4, finished_at = CASE WHEN $1 = 'pending' THEN NULL ELSE $5 END WHERE id = $6",
-        )
-        .bind(state)
-        .bind(status)
-        .bind(error)
-        .bind(next_at)
-        .bind(at)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
+    /// Tries' outcomes, in one transaction (one commit for a pass of
+    /// deliveries, not one each): each delivery's new state (`pending` with
+    /// its next time, or done), and its answer.
+    pub async fn deliveries_tried(&self, tried: &[Tried], at: i64) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for t in tried {
+            sqlx::query(
+                "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, last_status = $2, \
+                 last_error = $3, next_at = $4, finished_at = CASE WHEN $1 = 'pending' THEN NULL ELSE $5 END \
+                 WHERE id = $6",
+            )
+            .bind(&t.state)
+            .bind(t.status)
+            .bind(&t.error)
+            .bind(t.next_at)
+            .bind(at)
+            .bind(t.id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 

@@ -30,7 +30,7 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
-pub use events::{DeliveryRow, DueDelivery, EventRow, NewEvent};
+pub use events::{DeliveryRow, DueDelivery, EventRow, NewEvent, Tried as DeliveryTried};
 pub use mutes::{MuteEvent, MuteRow};
 pub use observations::{CaseRun, FailureCause, ObservationRow, Observed, ObservedAttempt};
 pub use retention::Pruned;

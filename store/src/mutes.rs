@@ -30,6 +30,9 @@ pub struct MuteEvent {
     pub at: i64,
 }
 
+/// Why a mute was lifted at its time.
+const UNTIL_PASSED: &str = "its mute's --until time passed";
+
 const MUTE_COLUMNS: &str = "SELECT project, case_id, reason, owner, until_ms, muted_by, muted_at FROM mutes";
 
 impl Store {
@@ -98,7 +101,7 @@ impl Store {
         for mute in self.mutes(Some(project)).await? {
             match mute.until_ms {
                 Some(until) if until <= now => {
-                    self.unmute(project, &mute.case_id, "argus", "its mute's --until time passed", now).await?;
+                    self.unmute(project, &mute.case_id, "argus", UNTIL_PASSED, now).await?;
                 }
                 _ => {
                     mutes.insert(mute.case_id.clone(), mute);
@@ -106,6 +109,20 @@ impl Store {
             }
         }
         Ok(mutes)
+    }
+
+    /// Lifts every mute whose `until` has passed (kept as unmuted by
+    /// `argus`); how many.
+    pub async fn lift_expired_mutes(&self, now: i64) -> Result<usize, StoreError> {
+        let expired: Vec<(String, String)> =
+            sqlx::query_as("SELECT project, case_id FROM mutes WHERE until_ms IS NOT NULL AND until_ms <= $1")
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await?;
+        for (project, case_id) in &expired {
+            self.unmute(project, case_id, "argus", UNTIL_PASSED, now).await?;
+        }
+        Ok(expired.len())
     }
 
     /// Mutes and unmutes, newest first, in a project or in all of them.

@@ -79,6 +79,11 @@ async fn mutes_keep_their_history_end_at_their_time_and_let_a_run_pass_whose_onl
         history.iter().map(|e| (e.case_id.as_str(), e.action.as_str(), e.by_who.as_str())).collect();
     assert_eq!(told, [("b", "unmuted", "argus"), ("a", "muted", "ci"), ("b", "muted", "ci"), ("a", "muted", "ci")]);
     assert!(!store.unmute("shop", "b", "ana", "again", 700).await.unwrap(), "b is not muted any more");
+    let event = argus_store::NewEvent { kind: "case.muted".into(), event_json: "{}".into(), at: 100 };
+    store.mute(&mute("c", Some(800), 100), &event).await.unwrap();
+    assert_eq!(store.lift_expired_mutes(700).await.unwrap(), 0);
+    assert_eq!(store.lift_expired_mutes(800).await.unwrap(), 1, "at its time, without a run");
+    assert_eq!(store.mutes(Some("shop")).await.unwrap().len(), 1);
 
     // A run whose only failure is muted passes; its totals still count it.
     let mut r1 = run("r1", 1_000, &["a", "c"]);
