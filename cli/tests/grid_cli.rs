@@ -796,6 +796,21 @@ fn runs_compare_names_what_a_run_fixed_and_broke_and_exits_1_on_a_new_failure() 
     let missing = compare(ids[0], "no-such-run");
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
     assert!(text(&missing).contains("no run no-such-run"), "{}", text(&missing));
+    // Three more passes give the case a spread of its own; then it passes
+    // 700 ms slower, beyond it.
+    for _ in 0..3 {
+        assert_eq!(run(), Some(0));
+    }
+    case("  - app.see: \"#title\"\n  - app.wait: 700\n");
+    assert_eq!(run(), Some(0));
+    let listed = text(&Command::new(ARGUS).args(["runs", "--coordinator", &url]).output().unwrap());
+    let ids: Vec<&str> = listed.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    let slower = compare(ids[1], ids[0]);
+    assert_eq!(slower.status.code(), Some(0), "slower is no new failure: {}", text(&slower));
+    assert!(text(&slower).contains("slower:") && text(&slower).contains("home (ios)"), "{}", text(&slower));
+    assert!(text(&slower).contains("(its spread"), "{}", text(&slower));
+    let faster = compare(ids[0], ids[1]);
+    assert!(text(&faster).contains("faster:"), "{}", text(&faster));
     std::fs::remove_dir_all(scratch).unwrap();
 }
 
