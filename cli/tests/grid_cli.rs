@@ -909,10 +909,8 @@ fn a_device_whose_before_hook_relaunches_its_app_is_not_out() {
 /// A coordinator on SQLite in `dir` (`dir/argus.db`), with `extra` flags:
 /// the process and its gRPC URL.
 fn sqlite_coordinator(dir: &std::path::Path, extra: &[&str]) -> (Killed, String) {
-    let listen = format!("127.0.0.1:{}", free_port());
-    let database = format!("sqlite:{}", dir.join("argus.db").display());
-    let args = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", "127.0.0.1:0"];
-    (Killed(spawn(&[&args[..], extra].concat(), dir)), format!("http://{listen}"))
+    let (coordinator, listen, _) = coordinator_on_free_ports(dir, extra);
+    (coordinator, format!("http://{listen}"))
 }
 
 #[test]

@@ -64,19 +64,8 @@ fn reports_of_real_runners_land_in_the_history_and_bad_ones_are_refused_whole() 
         "jest.xml",
     );
 
-    let listen = format!("127.0.0.1:{}", free_port());
-    let http = format!("127.0.0.1:{}", free_port());
-    let database = format!("sqlite:{}", scratch.join("argus.db").display());
-    let _coordinator = Killed(spawn(
-        &["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http, "--client-token", "c-key"],
-        &scratch,
-    ));
+    let (_coordinator, listen, http) = coordinator_on_free_ports(&scratch, &["--client-token", "c-key"]);
     let url = format!("http://{listen}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(&http).is_err() || std::net::TcpStream::connect(&listen).is_err() {
-        assert!(std::time::Instant::now() < deadline, "the coordinator never listened");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
     let import = |file: &Path, extra: &[&str]| {
         Command::new(ARGUS)
             .current_dir(&scratch)

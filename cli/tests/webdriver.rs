@@ -74,9 +74,7 @@ fn android_sim(model_dir: &Path, port: u16) -> Child {
 
 fn grid(name: &str) -> Grid {
     let dir = temp_dir(name);
-    let (grpc, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-    let database = format!("sqlite:{}", dir.join("argus.db").display());
-    let coordinator = spawn(&["coordinator", "--database-url", &database, "--listen", &grpc, "--http", &http], &dir);
+    let (coordinator, grpc, http) = coordinator_on_free_ports(&dir, &[]);
     let ports = [free_port(), free_port(), free_port()];
     let worker_toml = format!(
         r#"
@@ -111,7 +109,7 @@ labels = {{ model = "Pixel 8" }}
         grpc: grpc_url,
         dir,
         worker: Killed(worker),
-        _coordinator: Killed(coordinator),
+        _coordinator: coordinator,
         _sims: sims,
     }
 }

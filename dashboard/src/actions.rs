@@ -1,5 +1,5 @@
 //! What a team does from the dashboard, beside reading it: mute and unmute
-//! a case, run a run's failed cases again. Each needs the client token (the
+//! a case, run a run's failed cases again, import another runner's report. Each needs the client token (the
 //! coordinator's HTTP guard asks for it on every `/api/` request that is
 //! not a read).
 
@@ -8,12 +8,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::api::{ApiError, ProjectQuery};
+use super::api::ApiError;
 use crate::Dashboard;
 use argus_grid::error::CoreError;
 use argus_grid::time::now_ms;
 use argus_proto::grpc;
-use argus_store::{MuteEvent, MuteRow};
+use argus_store::MuteRow;
 
 impl From<CoreError> for ApiError {
     fn from(error: CoreError) -> Self {
@@ -29,29 +29,6 @@ impl From<CoreError> for ApiError {
             other => ApiError(status, other.to_string()),
         }
     }
-}
-
-/// The cases muted now and every mute and unmute, newest first.
-#[derive(Debug, Serialize)]
-pub struct Mutes {
-    pub mutes: Vec<MuteRow>,
-    pub history: Vec<MuteEvent>,
-}
-
-/// Mutes and unmutes shown.
-pub const HISTORY_SHOWN: u32 = 200;
-
-pub async fn mutes_of(state: &Dashboard, project: &str) -> Result<Mutes, ApiError> {
-    let project = Some(project).filter(|p| !p.is_empty());
-    Ok(Mutes {
-        mutes: state.store.mutes(project).await?,
-        history: state.store.mute_events(project, HISTORY_SHOWN).await?,
-    })
-}
-
-/// `GET /api/v1/mutes?project=P`.
-pub async fn mutes(State(state): State<Dashboard>, Query(query): Query<ProjectQuery>) -> Result<Json<Mutes>, ApiError> {
-    Ok(Json(mutes_of(&state, &query.project).await?))
 }
 
 /// A mute as the API takes it.

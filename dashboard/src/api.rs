@@ -11,7 +11,7 @@ use super::view::{CaseHistory, RunDetail, RunView, WhyLine, iso};
 
 use crate::Dashboard;
 use argus_grid::time::now_ms;
-use argus_store::{DeviceBusy, FlakyCase, RunFilter, SlowCase, StoreError};
+use argus_store::{DeviceBusy, FlakyCase, MuteEvent, MuteRow, RunFilter, SlowCase, StoreError};
 
 /// A failed request: its status, and a message that names what was wrong.
 #[derive(Debug)]
@@ -356,7 +356,7 @@ pub struct FlakyAndSlow {
     /// cost in the window.
     pub causes: Vec<argus_grid::explain::Costly>,
     /// The cases muted now, and every mute and unmute, newest first.
-    pub mutes: crate::actions::Mutes,
+    pub mutes: Mutes,
     /// Every owner TESTOWNERS names for the project's cases in the window,
     /// and the one the lists are filtered to (empty: none).
     pub owners: Vec<String>,
@@ -416,12 +416,35 @@ pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<F
             ranked.truncate(CAUSES_SHOWN);
             ranked
         },
-        mutes: crate::actions::mutes_of(state, &project).await?,
+        mutes: mutes_of(state, &project).await?,
         owners: owners_named,
         owner,
         project,
         days,
     })
+}
+
+/// The cases muted now and every mute and unmute, newest first.
+#[derive(Debug, Serialize)]
+pub struct Mutes {
+    pub mutes: Vec<MuteRow>,
+    pub history: Vec<MuteEvent>,
+}
+
+/// Mutes and unmutes shown.
+pub const HISTORY_SHOWN: u32 = 200;
+
+pub async fn mutes_of(state: &Dashboard, project: &str) -> Result<Mutes, ApiError> {
+    let project = Some(project).filter(|p| !p.is_empty());
+    Ok(Mutes {
+        mutes: state.store.mutes(project).await?,
+        history: state.store.mute_events(project, HISTORY_SHOWN).await?,
+    })
+}
+
+/// `GET /api/v1/mutes?project=P`.
+pub async fn mutes(State(state): State<Dashboard>, Query(query): Query<ProjectQuery>) -> Result<Json<Mutes>, ApiError> {
+    Ok(Json(mutes_of(&state, &query.project).await?))
 }
 
 pub async fn flaky(

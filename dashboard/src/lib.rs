@@ -79,7 +79,7 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/flaky", get(api::flaky))
         .route("/api/v1/fleet", get(api::fleet))
         .route("/api/v1/projects", get(api::projects))
-        .route("/api/v1/mutes", get(actions::mutes))
+        .route("/api/v1/mutes", get(api::mutes))
         .route("/api/v1/webhooks", get(webhooks::webhooks_api))
         .route("/api/v1/mutes/{project}/{case}", put(actions::mute).delete(actions::unmute))
         .route("/api/v1/runs/{id}/rerun-failed", post(actions::rerun_failed))

@@ -130,3 +130,29 @@ pub fn http_get_bytes(addr: &str, path: &str) -> (u16, Vec<u8>) {
     let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     (status, response[split + 4..].to_vec())
 }
+
+/// A coordinator on SQLite in `dir` with `extra` flags, on ports picked
+/// free: its process, its gRPC and its HTTP address, once it listens. A
+/// port picked free can be taken by another test before the coordinator
+/// binds it; then the coordinator exits at once, and is started again on
+/// other ports.
+pub fn coordinator_on_free_ports(dir: &Path, extra: &[&str]) -> (Killed, String, String) {
+    let database = format!("sqlite:{}", dir.join("argus.db").display());
+    for _ in 0..5 {
+        let (listen, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+        let args = ["coordinator", "--database-url", &database, "--listen", &listen, "--http", &http];
+        let mut child = Killed(spawn(&[&args[..], extra].concat(), dir));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if std::net::TcpStream::connect(&listen).is_ok() && std::net::TcpStream::connect(&http).is_ok() {
+                return (child, listen, http);
+            }
+            if child.0.try_wait().ok().flatten().is_some() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the coordinator never listened on {listen} and {http}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("the coordinator could not bind free ports five times over");
+}
