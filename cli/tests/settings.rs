@@ -109,6 +109,16 @@ fn a_bad_value_is_refused_before_anything_starts_naming_the_key_and_the_file() {
     assert!(said.contains("port 1 is given to two slots"), "{said}");
     let said = refused("[coordinator]\ntls_cert = \"cert.pem\"\n", &["coordinator"]);
     assert!(said.contains("tls_cert and tls_key go together"), "{said}");
+    let said = refused(
+        "[coordinator]\n[[coordinator.webhooks]]\nurl = \"http://x\"\nevents = [\"run.done\"]\n",
+        &["coordinator"],
+    );
+    assert!(said.contains("[[coordinator.webhooks]] \"webhook 1\": events: \"run.done\" is not an event"), "{said}");
+    let said = refused(
+        "[coordinator]\n[[coordinator.webhooks]]\nformat = \"github-status\"\nrepository = \"acme\"\n",
+        &["coordinator"],
+    );
+    assert!(said.contains("repository: \"acme\"; github-status needs owner/repo"), "{said}");
     // Nothing was started: no database was made.
     assert!(!dir.join("argus.db").exists());
     let output = Command::new(ARGUS).current_dir(&dir).args(["coordinator", "--config", "nope.toml"]).output().unwrap();

@@ -182,6 +182,11 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         Ok(tls) => tls,
         Err(error) => return failed("coordinator", error),
     };
+    let webhooks =
+        match argus_coordinator::config::webhooks(&settings.webhooks, &|key, path| settings::read_secret(key, path)) {
+            Ok(webhooks) => webhooks,
+            Err(error) => return failed("coordinator", error),
+        };
     let store = match Store::open(&settings.database_url).await {
         Ok(store) => store,
         Err(error) => return failed("coordinator", error),
@@ -241,11 +246,6 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         client: settings.client_token.clone(),
         read: settings.read_token.clone().filter(|t| !t.is_empty()).map(Into::into),
     };
-    let webhooks =
-        match argus_coordinator::config::webhooks(&settings.webhooks, &|key, path| settings::read_secret(key, path)) {
-            Ok(webhooks) => webhooks,
-            Err(error) => return failed("coordinator", error),
-        };
     let keep = settings.keep_days.map(|days| Duration::from_secs(days.saturating_mul(86_400)));
     let step_records = Duration::from_secs(settings.step_records_days.saturating_mul(86_400));
     let options = argus_coordinator::Options {
