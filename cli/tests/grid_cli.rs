@@ -1018,3 +1018,105 @@ fn a_muted_case_fails_without_failing_the_run_reruns_come_from_the_stored_files_
     assert!(text(&again).contains("promo is not muted in project"), "{}", text(&again));
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+#[test]
+fn a_slots_log_hook_keeps_each_attempts_device_log_bounded_and_fetched_into_the_run_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = temp_dir("device-log");
+    std::fs::create_dir_all(scratch.join("cases")).unwrap();
+    std::fs::write(
+        scratch.join("cases/home.md"),
+        "---\nid: home\nmatrix: { n: [1, 2, 3] }\n---\nsteps:\n  - app.see: \"#title\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("cases/pay.md"),
+        "---\nid: pay\n---\nsteps:\n  - app.see: { text: Paid, timeoutMs: 200 }\n",
+    )
+    .unwrap();
+    // Stand-ins that print as the real tools do: `log stream --style
+    // compact` says a few lines and waits; `logcat -v threadtime` floods.
+    let bin = scratch.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tools = [
+        (
+            "xcrun",
+            "echo \"$*\" >> \"$0.args\"\necho 'Filtering the log data using \"process == \\\"Shop\\\"\"'\necho '2026-12-06 12:00:00.001 Df Shop[812:1a2b] [com.example.shop:net] GET /api/feed 200'\necho '2026-12-06 12:00:00.002 E  Shop[812:1a2b] <b>Cart</b> is empty'\nexec sleep 600\n",
+        ),
+        (
+            "adb",
+            "echo \"$*\" >> \"$0.args\"\necho '--------- beginning of main'\ni=0\nwhile :; do echo \"12-06 12:00:00.000  1234  1234 I ShopApp: line $i\"; i=$((i+1)); done\n",
+        ),
+    ];
+    for (tool, script) in tools {
+        let path = bin.join(tool);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (_coordinator, url) = sqlite_coordinator(&scratch, &[]);
+    let (ios, android) = (free_port(), free_port());
+    std::fs::write(
+        scratch.join("worker.toml"),
+        format!(
+            "[[slot]]\nname = \"ios-1\"\nport = {ios}\nudid = \"SIM-1\"\nhooks.log = \"xcrun simctl spawn {{udid}} log stream --style compact\"\n\n\
+             [[slot]]\nname = \"android-1\"\nport = {android}\nplatform = \"android\"\nserial = \"emulator-5554\"\nhooks.log = \"adb -s {{serial}} logcat -v threadtime\"\n"
+        ),
+    )
+    .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let _worker = Killed(
+        Command::new(ARGUS)
+            .current_dir(&scratch)
+            .env("PATH", &path)
+            .args(["worker", "--coordinator", &url, "--name", "mac", "--config", "worker.toml"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let model =
+        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml"))
+            .unwrap();
+    std::fs::write(scratch.join("android.yaml"), model.replace("\nplatform: ios\n", "\nplatform: android\n")).unwrap();
+    let mut sims = Sims::start(&[ios]);
+    sims.0.push(
+        Command::new(ARGUS)
+            .args(["sim", "--model"])
+            .arg(scratch.join("android.yaml"))
+            .args(["--port", &android.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_devices(&url, 2);
+    let out = scratch.join("out");
+    let run = Command::new(ARGUS)
+        .current_dir(&scratch)
+        .args(["run", "--coordinator", &url, "--once", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let lines = argus_proto::run::RunDir::read(&out).unwrap().cases;
+    let mut platforms = std::collections::BTreeSet::new();
+    for line in &lines {
+        let log = line.extra.get("log").and_then(|l| l.as_str()).unwrap_or_else(|| panic!("{} names no log", line.id));
+        let kept = std::fs::read_to_string(out.join(log)).unwrap_or_else(|e| panic!("{log} was not fetched: {e}"));
+        let platform = line.extra["device"]["platform"].as_str().unwrap().to_owned();
+        if platform == "android" {
+            assert!(kept.starts_with("--------- beginning of main\n"), "its start is kept");
+            assert!(kept.contains(" bytes of the device log left out …\n"), "a flood is bounded");
+            assert!(kept.len() <= 256 * 1024 + 200, "{} bytes", kept.len());
+            assert!(kept.trim_end().rsplit('\n').next().unwrap().contains("I ShopApp: line "), "its end is kept whole");
+        } else {
+            assert!(kept.contains("GET /api/feed 200") && kept.contains("<b>Cart</b> is empty"), "{kept}");
+        }
+        platforms.insert(platform);
+    }
+    assert_eq!(platforms.len(), 2, "both slots ran cases: {lines:?}");
+    let said = |tool: &str| std::fs::read_to_string(bin.join(format!("{tool}.args"))).unwrap();
+    assert!(said("adb").lines().all(|l| l == "-s emulator-5554 logcat -v threadtime"), "{}", said("adb"));
+    assert!(said("xcrun").lines().all(|l| l == "simctl spawn SIM-1 log stream --style compact"), "{}", said("xcrun"));
+    std::fs::remove_dir_all(scratch).unwrap();
+}

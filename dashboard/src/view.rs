@@ -133,6 +133,11 @@ impl AttemptView {
         }
     }
 
+    /// Where its device log is kept (the slot's `log` hook), when it is.
+    pub fn log_path(&self) -> Option<&str> {
+        self.line.as_ref()?.extra.get(argus_proto::artifacts::LOG_KEY)?.as_str()
+    }
+
     /// The first step that failed, with its error.
     pub fn failed_step(&self) -> Option<(&str, &str)> {
         let line = self.line.as_ref()?;

@@ -192,3 +192,30 @@ for (const form of document.querySelectorAll("form.act")) {
     onAct(form);
   });
 }
+
+// An attempt's device log, read when it is opened and shown as text (never
+// as markup); the search box keeps the lines that hold what it says.
+for (const box of document.querySelectorAll("details.device-log")) {
+  const pre = box.querySelector("pre.log");
+  const filter = box.querySelector("input.log-filter");
+  let lines = null;
+  const show = () => {
+    if (lines === null) return;
+    const wanted = filter.value.toLowerCase();
+    const kept = wanted ? lines.filter((l) => l.toLowerCase().includes(wanted)) : lines;
+    pre.textContent = kept.join("\n");
+  };
+  box.addEventListener("toggle", async () => {
+    if (!box.open || lines !== null) return;
+    pre.textContent = "…";
+    try {
+      const response = await fetch(box.dataset.src);
+      if (!response.ok) throw new Error(response.status + " " + response.statusText);
+      lines = (await response.text()).split("\n");
+      show();
+    } catch (error) {
+      pre.textContent = "the device log could not be read: " + error.message;
+    }
+  });
+  filter.addEventListener("input", show);
+}

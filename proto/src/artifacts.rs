@@ -31,6 +31,15 @@ pub fn video_path(case_id: &str, attempt: u32) -> String {
     format!("{}/video.mp4", attempt_dir(case_id, attempt))
 }
 
+/// The device's log during an attempt (the slot's `log` hook):
+/// `<attempt dir>/device.log`, named by the attempt's `log` field.
+pub fn log_path(case_id: &str, attempt: u32) -> String {
+    format!("{}/device.log", attempt_dir(case_id, attempt))
+}
+
+/// The key of an attempt's record that names its device log.
+pub const LOG_KEY: &str = "log";
+
 /// lynkeus' slug of a step label: lower-cased, every run of characters
 /// other than `a-z0-9` made one `-`, cut to 48 characters, with a leading
 /// or trailing `-` trimmed.
@@ -63,7 +72,10 @@ fn segment(id: &str) -> String {
 /// screenshots, in the order lynkeus pushes them (spec §4.1).
 pub fn files_of(attempt: &crate::run::RunCase) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
-    for path in attempt.video.iter().chain(attempt.steps.iter().filter_map(|s| s.screenshot.as_ref())) {
+    let log = attempt.extra.get(LOG_KEY).and_then(|v| v.as_str()).map(str::to_owned);
+    for path in
+        attempt.video.iter().chain(log.as_ref()).chain(attempt.steps.iter().filter_map(|s| s.screenshot.as_ref()))
+    {
         if !paths.contains(path) {
             paths.push(path.clone());
         }
@@ -75,6 +87,9 @@ pub fn files_of(attempt: &crate::run::RunCase) -> Vec<String> {
 pub fn forget(attempt: &mut crate::run::RunCase, path: &str) {
     if attempt.video.as_deref() == Some(path) {
         attempt.video = None;
+    }
+    if attempt.extra.get(LOG_KEY).and_then(|v| v.as_str()) == Some(path) {
+        attempt.extra.remove(LOG_KEY);
     }
     for step in &mut attempt.steps {
         if step.screenshot.as_deref() == Some(path) {
@@ -132,6 +147,7 @@ pub fn content_type(path: &str) -> &'static str {
         Some("mov") => "video/quicktime",
         Some("webm") => "video/webm",
         Some("json") => "application/json",
+        Some("log" | "txt") => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
     }
 }

@@ -4,6 +4,7 @@
 pub mod camera;
 pub mod config;
 mod device_calls;
+pub mod device_log;
 pub mod discover;
 pub mod driver;
 pub mod link;

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::camera::{AttemptFiles, HookCamera, Recording};
+use crate::device_log::DeviceLog;
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
@@ -652,6 +653,12 @@ async fn run_lease(
         .record
         .as_ref()
         .and_then(|command| Recording::of_attempt(command, &placeholders, files.root(), &case.id, lease.attempt));
+    let device_log = slot
+        .config
+        .hooks
+        .log
+        .as_ref()
+        .and_then(|command| DeviceLog::of_attempt(command, &placeholders, files.root(), &case.id, lease.attempt));
     let context = RunContext {
         config: CasesConfig { fixtures: None, ..config },
         project: Arc::new(project),
@@ -677,6 +684,12 @@ async fn run_lease(
     }
     if let Some(recording) = recording {
         film(&mut attempt, recording).await;
+    }
+    if let Some(log) = device_log
+        && log.stop().await
+    {
+        let path = argus_proto::artifacts::log_path(&attempt.id, attempt.attempt);
+        attempt.extra.insert(argus_proto::artifacts::LOG_KEY.into(), path.into());
     }
     // The reset and `before` hook readied the device too.
     let settled_ms = attempt.extra.get(PREPARE_MS).and_then(serde_json::Value::as_u64).unwrap_or(0);

@@ -47,6 +47,9 @@ pub struct Hooks {
     /// Films the attempt into `{file}`, stopped with SIGINT
     /// (`xcrun simctl io {udid} recordVideo --force {file}`).
     pub record: Option<String>,
+    /// Runs for the attempt; what it prints is kept as the attempt's
+    /// device log (`adb -s {serial} logcat -v threadtime`).
+    pub log: Option<String>,
 }
 
 /// One device: a driver port and the app that dials it.
