@@ -192,6 +192,9 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
             .map(|p| {
                 let mut slot = SlotConfig::for_port(*p, "ios");
                 slot.labels.insert("model".into(), "iPhone 15".into());
+                // A device log whose lines a page must show as text.
+                slot.hooks.log =
+                    Some("printf 'Shop started\\n<b>Order</b> refused: 503\\nShop idle\\n'; exec sleep 60".into());
                 slot
             })
             .collect(),
@@ -254,6 +257,17 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
                    return img && img.complete ? [img.naturalWidth, img.naturalHeight] : null";
     let drawn = client.execute(picture, vec![]).await.unwrap();
     assert_eq!(drawn, json!([780, 1688]), "the 390x844 window pictured at 2x");
+    // Its device log, read when opened, shown as text, and searched.
+    client.find(Locator::Css(".case.failed details.device-log summary")).await.unwrap().click().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !text_of(&client, ".case.failed pre.log").await.contains("Shop idle") {
+        assert!(tokio::time::Instant::now() < deadline, "the device log was never shown");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.find(Locator::Css(".case.failed input.log-filter")).await.unwrap().send_keys("refused").await.unwrap();
+    assert_eq!(text_of(&client, ".case.failed pre.log").await, "<b>Order</b> refused: 503");
+    let markup = client.execute("return document.querySelectorAll('pre.log b').length", vec![]).await.unwrap();
+    assert_eq!(markup, json!(0), "a log line is never markup");
     assert_eq!(client.find_all(Locator::Css("figure.timeline rect.bar")).await.unwrap().len(), 1);
     let lane = text_of(&client, "figure.timeline text.lane").await;
     assert!(lane.starts_with("mac/") && lane.ends_with(" · ios · iPhone 15"), "device, platform, model: {lane}");
