@@ -1120,3 +1120,71 @@ fn a_slots_log_hook_keeps_each_attempts_device_log_bounded_and_fetched_into_the_
     assert!(said("xcrun").lines().all(|l| l == "simctl spawn SIM-1 log stream --style compact"), "{}", said("xcrun"));
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+#[test]
+fn an_apps_crash_is_kept_with_its_stack_on_the_attempt_and_grouped_on_the_run_page() {
+    let scratch = temp_dir("crash");
+    std::fs::create_dir_all(scratch.join("cases")).unwrap();
+    let crash = "  - app.call: { command: crash }\n";
+    std::fs::write(
+        scratch.join("cases/cart.md"),
+        format!("---\nid: cart\n---\nsteps:\n{crash}  - app.see: \"#title\"\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        scratch.join("cases/pay.md"),
+        format!("---\nid: pay\n---\nsteps:\n{crash}  - app.see: {{ text: Paid, timeoutMs: 100 }}\n"),
+    )
+    .unwrap();
+    // The shop, with a command whose handler throws.
+    let model =
+        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml"))
+            .unwrap();
+    let thrown = "TypeError: undefined is not an object (evaluating '<b>cart</b>.items')";
+    let crashing = model.replacen(
+        "commands:\n",
+        &format!("commands:\n  crash: {{ result: null, actions: [{{ crash: \"{thrown}\" }}] }}\n"),
+        1,
+    );
+    std::fs::write(scratch.join("crashing.yaml"), crashing).unwrap();
+    let (_coordinator, listen, http) = coordinator_on_free_ports(&scratch, &[]);
+    let url = format!("http://{listen}");
+    let port = free_port();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
+    let _sim = Killed(
+        Command::new(ARGUS)
+            .args(["sim", "--model"])
+            .arg(scratch.join("crashing.yaml"))
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_devices(&url, 1);
+    let out = scratch.join("out");
+    let run = Command::new(ARGUS)
+        .current_dir(&scratch)
+        .args(["run", "--coordinator", &url, "--once", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let run_id = text(&run).lines().find_map(|l| l.strip_prefix("run ")?.split(':').next().map(str::to_owned)).unwrap();
+    for line in argus_proto::run::RunDir::read(&out).unwrap().cases {
+        let crashes =
+            line.extra.get("crashes").and_then(|c| c.as_array()).unwrap_or_else(|| panic!("{}: no crashes", line.id));
+        assert_eq!(crashes.len(), 1, "{crashes:?}");
+        assert_eq!(crashes[0]["message"], thrown);
+        assert_eq!(crashes[0]["route"], "Home");
+        assert!(crashes[0]["stack"].as_str().unwrap().contains("\n    at HomeScreen ("), "{crashes:?}");
+    }
+    let (status, page) = http_json(&http, "GET", &format!("/runs/{run_id}"), "");
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"crashes\""), "{page}");
+    let escaped = "TypeError: undefined is not an object (evaluating &#39;&#60;b&#62;cart&#60;/b&#62;.items&#39;)";
+    assert!(page.contains(&format!("<code>{escaped}</code> · 2 cases")), "grouped, as text: {page}");
+    assert!(page.contains("class=\"stack\"") && page.contains("at HomeScreen (index.bundle"), "{page}");
+    assert!(!page.contains("<b>cart</b>"), "never markup");
+    std::fs::remove_dir_all(scratch).unwrap();
+}

@@ -133,6 +133,24 @@ impl AttemptView {
         }
     }
 
+    /// The app's crashes during it: step, message, route, stack.
+    pub fn crashes(&self) -> Vec<Crash> {
+        let Some(line) = &self.line else { return Vec::new() };
+        let Some(listed) = line.extra.get(argus_proto::artifacts::CRASHES_KEY).and_then(|c| c.as_array()) else {
+            return Vec::new();
+        };
+        let text = |c: &serde_json::Value, key: &str| c.get(key).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+        listed
+            .iter()
+            .map(|c| Crash {
+                step: text(c, "step"),
+                message: text(c, "message"),
+                route: text(c, "route"),
+                stack: text(c, "stack"),
+            })
+            .collect()
+    }
+
     /// Where its device log is kept (the slot's `log` hook), when it is.
     pub fn log_path(&self) -> Option<&str> {
         self.line.as_ref()?.extra.get(argus_proto::artifacts::LOG_KEY)?.as_str()
@@ -255,6 +273,22 @@ pub struct RunDetail {
     pub previous: Option<String>,
 }
 
+/// A crash of the app during an attempt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Crash {
+    pub step: String,
+    pub message: String,
+    pub route: String,
+    pub stack: String,
+}
+
+/// The run's crashes by message: the message and the cases it crashed in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CrashGroup {
+    pub message: String,
+    pub cases: Vec<String>,
+}
+
 /// One failed case, explained in a line.
 #[derive(Debug, Clone, Serialize)]
 pub struct WhyLine {
@@ -327,6 +361,22 @@ impl RunDetail {
         }
         self.counts = RunCounts::of(&self.cases);
         self
+    }
+
+    /// The app's crashes across the run, by message, most cases first.
+    pub fn crash_groups(&self) -> Vec<CrashGroup> {
+        let mut groups: Vec<CrashGroup> = Vec::new();
+        for case in &self.cases {
+            for crash in case.attempts.iter().flat_map(AttemptView::crashes) {
+                match groups.iter_mut().find(|g| g.message == crash.message) {
+                    Some(group) if !group.cases.contains(&case.id) => group.cases.push(case.id.clone()),
+                    Some(_) => {}
+                    None => groups.push(CrashGroup { message: crash.message, cases: vec![case.id.clone()] }),
+                }
+            }
+        }
+        groups.sort_by(|a, b| b.cases.len().cmp(&a.cases.len()).then_with(|| a.message.cmp(&b.message)));
+        groups
     }
 
     /// The owners of `cases`, each once, space-separated.

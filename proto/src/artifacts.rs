@@ -39,6 +39,9 @@ pub fn log_path(case_id: &str, attempt: u32) -> String {
 
 /// The key of an attempt's record that names its device log.
 pub const LOG_KEY: &str = "log";
+/// The key of an attempt's record that lists the app's crashes during it:
+/// `[{step, message, route, stack}]`.
+pub const CRASHES_KEY: &str = "crashes";
 
 /// lynkeus' slug of a step label: lower-cased, every run of characters
 /// other than `a-z0-9` made one `-`, cut to 48 characters, with a leading

@@ -23,6 +23,17 @@ pub const TEXT_CHARS: usize = 200;
 pub const ATTEMPT_BYTES: usize = 256 * 1024;
 
 /// `text` cut to [`TEXT_CHARS`] characters, with `…` where it was cut.
+/// The most of a crash's stack kept.
+pub const STACK_CHARS: usize = 4_000;
+
+/// A stack cut to [`STACK_CHARS`].
+pub fn clip_stack(text: &str) -> String {
+    match text.char_indices().nth(STACK_CHARS) {
+        None => text.to_owned(),
+        Some((at, _)) => format!("{}…", &text[..at]),
+    }
+}
+
 pub fn clip(text: &str) -> String {
     match text.char_indices().nth(TEXT_CHARS) {
         None => text.to_owned(),
@@ -85,7 +96,7 @@ pub fn from_trace(events: &[TraceEvent]) -> (Vec<ObservedRequest>, Vec<String>, 
                 }
                 names.push(clip(name));
             }
-            TraceKind::Crash { message, route, .. } => {
+            TraceKind::Crash { message, route, stack } => {
                 if problems.len() == STEP_PROBLEMS {
                     more = true;
                     continue;
@@ -94,6 +105,7 @@ pub fn from_trace(events: &[TraceEvent]) -> (Vec<ObservedRequest>, Vec<String>, 
                     kind: "crash".into(),
                     message: clip(message),
                     route: route.as_deref().map(clip).unwrap_or_default(),
+                    stack: stack.as_deref().map(clip_stack).unwrap_or_default(),
                 });
             }
             TraceKind::Stall { renders, window_ms, component } => {
@@ -106,6 +118,7 @@ pub fn from_trace(events: &[TraceEvent]) -> (Vec<ObservedRequest>, Vec<String>, 
                     kind: "stall".into(),
                     message: clip(&format!("{component}: {renders} renders in {window_ms} ms")),
                     route: String::new(),
+                    stack: String::new(),
                 });
             }
             _ => {}

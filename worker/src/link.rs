@@ -677,6 +677,21 @@ async fn run_lease(
     let (attempted, ()) =
         tokio::join!(run_attempt_with(driver, &case, lease.attempt, &context, on_step), before.read(driver));
     let (mut attempt, mut observed) = (attempted.case, attempted.observed);
+    if let Some(observed) = observed.as_ref() {
+        // The app's crashes, kept with the attempt's line: every attempt's,
+        // not only the failures' whose records stay.
+        let crashes: Vec<serde_json::Value> = observed
+            .steps
+            .iter()
+            .flat_map(|step| step.problems.iter().filter(|p| p.kind == "crash").map(move |p| (step, p)))
+            .map(|(step, crash)| {
+                serde_json::json!({ "step": step.step, "message": crash.message, "route": crash.route, "stack": crash.stack })
+            })
+            .collect();
+        if !crashes.is_empty() {
+            attempt.extra.insert(argus_proto::artifacts::CRASHES_KEY.into(), crashes.into());
+        }
+    }
     if let Some(observed) = observed.as_mut() {
         let label = |keys: &[&str]| keys.iter().find_map(|k| slot.config.labels.get(*k)).cloned().unwrap_or_default();
         observed.device_model = label(&["model"]);

@@ -261,8 +261,12 @@ fn a_pass_on_a_retry_on_the_same_device_with_nothing_else_different_is_timing() 
 #[test]
 fn unknown_shows_what_differs_and_the_error() {
     let attempt = failed(|s| {
-        s.observed.steps[1].problems =
-            vec![ObservedProblem { kind: "crash".into(), message: "TypeError: x".into(), route: "Feed".into() }];
+        s.observed.steps[1].problems = vec![ObservedProblem {
+            kind: "crash".into(),
+            message: "TypeError: x".into(),
+            route: "Feed".into(),
+            ..ObservedProblem::default()
+        }];
     });
     let (_, cause) = judged(&attempt, Some(&passed()), &Facts::default());
     assert_eq!(cause.kind, "unknown");

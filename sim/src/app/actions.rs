@@ -186,7 +186,12 @@ impl App {
             }
             Action::Crash(message) => {
                 let route = self.current_route();
-                self.lock().push_trace(TraceKind::Crash { message, stack: None, route });
+                // A stack as React Native's error handler reports one.
+                let screen = route.clone().unwrap_or_else(|| "App".into());
+                let stack = format!(
+                    "{message}\n    at {screen}Screen (index.bundle:1042:17)\n    at renderWithHooks (index.bundle:88:23)\n    at App (index.bundle:12:5)"
+                );
+                self.lock().push_trace(TraceKind::Crash { message, stack: Some(stack), route });
             }
             Action::Wait(_) | Action::If(_) => unreachable!("handled by run"),
         }
