@@ -102,19 +102,8 @@ impl Recording {
     /// Stops the recorder (SIGINT to its group, SIGKILL when it does not
     /// end in time); whether it left its file.
     pub async fn stop(mut self) -> bool {
-        if let Some(pid) = self.child.id() {
-            // `kill` the command, not a signal call: the crate forbids
-            // unsafe code, and this runs once per attempt.
-            let _ = tokio::process::Command::new("kill")
-                .args(["-INT", "--", &format!("-{pid}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await;
-        }
-        if tokio::time::timeout(RECORD_FINISH, self.child.wait()).await.is_err() {
+        if !crate::slots::stop_group(&mut self.child, RECORD_FINISH).await {
             warn!(file = %self.file.display(), "the record hook did not end within 10 s of SIGINT; killed");
-            let _ = self.child.kill().await;
         }
         self.file.is_file()
     }

@@ -136,20 +136,11 @@ impl DeviceLog {
     /// Stops the command and writes what it printed; whether the file was
     /// written.
     pub async fn stop(mut self) -> bool {
-        if let Some(pid) = self.child.id() {
-            let _ = tokio::process::Command::new("kill")
-                .args(["-INT", "--", &format!("-{pid}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await;
-        }
-        if tokio::time::timeout(STOP_WAIT, self.child.wait()).await.is_err() {
-            let _ = self.child.kill().await;
-            // Whatever it started in its group goes too.
-            if let Some(pid) = self.child.id() {
-                let _ = tokio::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().await;
-            }
+        let pid = self.child.id();
+        crate::slots::stop_group(&mut self.child, STOP_WAIT).await;
+        // What it started in its group goes too: their pipes close with them.
+        if let Some(pid) = pid {
+            crate::slots::signal_group("-KILL", pid).await;
         }
         let kept = match tokio::time::timeout(STOP_WAIT, &mut self.reading).await {
             Ok(Ok(kept)) => kept,

@@ -214,6 +214,36 @@ pub fn hook_command(command: &str, placeholders: &[Placeholder]) -> tokio::proce
     child
 }
 
+/// Stops a hook that runs in a process group of its own (`record`, `log`):
+/// SIGINT to the group, as recorders expect, then SIGKILL to the group
+/// when it has not ended within `wait`; whether it ended by itself.
+pub async fn stop_group(child: &mut tokio::process::Child, wait: Duration) -> bool {
+    let pid = child.id();
+    if let Some(pid) = pid {
+        signal_group("-INT", pid).await;
+    }
+    if tokio::time::timeout(wait, child.wait()).await.is_ok() {
+        return true;
+    }
+    if let Some(pid) = pid {
+        signal_group("-KILL", pid).await;
+    }
+    let _ = child.kill().await;
+    false
+}
+
+/// Sends `signal` to process group `pid`: the `kill` command, not a signal
+/// call (the crate forbids unsafe code; this runs once per attempt).
+pub async fn signal_group(signal: &str, pid: u32) {
+    let _ = tokio::process::Command::new("kill")
+        .args([signal, "--", &format!("-{pid}")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await;
+}
+
 /// Runs a hook: its values in the environment, each placeholder replaced by
 /// a quoted reference to its variable. Errors quote the command as written,
 /// without the values.
