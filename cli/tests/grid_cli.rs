@@ -587,6 +587,11 @@ fn a_worker_discovers_its_hosts_simulators_and_emulators_and_says_what_each_app_
     );
     assert!(proposed.contains("platformVersion = \"17.4\"") && proposed.contains("model = \"Pixel 8\""), "{proposed}");
     assert!(
+        proposed.contains("hooks.log = \"xcrun simctl spawn {udid} log stream --style compact\"")
+            && proposed.contains("hooks.log = \"adb -s {serial} logcat -v threadtime\""),
+        "each device's log is proposed: {proposed}"
+    );
+    assert!(
         proposed.contains(
             "SIMCTL_CHILD_LYNKEUS_PORT={port} xcrun simctl launch --terminate-running-process {udid} com.example.shop"
         ),

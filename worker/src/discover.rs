@@ -133,6 +133,7 @@ pub fn propose(found: &[Found], first_port: u16, apps: &Apps) -> Vec<SlotConfig>
                     Hooks {
                         before: Some(ios_launch(apps.ios_bundle.as_deref().unwrap_or("BUNDLE.ID"))),
                         screenshot: Some("xcrun simctl io {udid} screenshot {file}".into()),
+                        log: Some("xcrun simctl spawn {udid} log stream --style compact".into()),
                         ..Hooks::default()
                     }
                 }
@@ -143,6 +144,7 @@ pub fn propose(found: &[Found], first_port: u16, apps: &Apps) -> Vec<SlotConfig>
                             apps.android_activity.as_deref().unwrap_or("PACKAGE/.MainActivity"),
                         )),
                         screenshot: Some("adb -s {serial} exec-out screencap -p > {file}".into()),
+                        log: Some("adb -s {serial} logcat -v threadtime".into()),
                         ..Hooks::default()
                     }
                 }
@@ -211,7 +213,9 @@ pub fn to_toml(coordinator: Option<&str>, slots: &[SlotConfig]) -> String {
         }
         let labels: Vec<String> = slot.labels.iter().map(|(k, v)| format!("{k} = {}", quote(v))).collect();
         out.push_str(&format!("labels = {{ {} }}\n", labels.join(", ")));
-        for (name, hook) in [("before", &slot.hooks.before), ("screenshot", &slot.hooks.screenshot)] {
+        for (name, hook) in
+            [("before", &slot.hooks.before), ("screenshot", &slot.hooks.screenshot), ("log", &slot.hooks.log)]
+        {
             if let Some(hook) = hook {
                 out.push_str(&format!("hooks.{name} = {}\n", quote(hook)));
             }
