@@ -39,6 +39,21 @@ fn with_file(placeholders: &[Placeholder], file: &Path) -> Vec<Placeholder> {
     all
 }
 
+/// Starts what writes an attempt's file at `path` under `root` (its folder
+/// made first); none, said in the log as `what`, when it cannot.
+pub fn start_in<T>(
+    root: &Path,
+    path: &str,
+    what: &str,
+    start: impl FnOnce(PathBuf) -> Result<T, HookError>,
+) -> Option<T> {
+    let started = argus_proto::artifacts::join(root, path).map_err(|bad| bad.to_string()).and_then(|file| {
+        std::fs::create_dir_all(file.parent().unwrap_or(root)).map_err(|e| e.to_string())?;
+        start(file).map_err(|e| e.to_string())
+    });
+    started.inspect_err(|error| warn!(%error, "{what}")).ok()
+}
+
 /// The slot's `screenshot` hook as the runner's camera.
 pub struct HookCamera {
     pub command: String,
@@ -90,13 +105,8 @@ impl Recording {
         case_id: &str,
         attempt: u32,
     ) -> Option<Self> {
-        let started = argus_proto::artifacts::join(root, &argus_proto::artifacts::video_path(case_id, attempt))
-            .map_err(|bad| bad.to_string())
-            .and_then(|file| {
-                std::fs::create_dir_all(file.parent().unwrap_or(root)).map_err(|e| e.to_string())?;
-                Self::start(command, placeholders, file).map_err(|e| e.to_string())
-            });
-        started.inspect_err(|error| warn!(%error, "the attempt is not filmed")).ok()
+        let path = argus_proto::artifacts::video_path(case_id, attempt);
+        start_in(root, &path, "the attempt is not filmed", |file| Self::start(command, placeholders, file))
     }
 
     /// Stops the recorder (SIGINT to its group, SIGKILL when it does not

@@ -127,10 +127,10 @@ impl DeviceLog {
         case_id: &str,
         attempt: u32,
     ) -> Option<Self> {
-        let started = argus_proto::artifacts::join(root, &argus_proto::artifacts::log_path(case_id, attempt))
-            .map_err(|bad| bad.to_string())
-            .and_then(|file| Self::start(command, placeholders, file).map_err(|e| e.to_string()));
-        started.inspect_err(|error| warn!(%error, "the attempt's device log is not kept")).ok()
+        let path = argus_proto::artifacts::log_path(case_id, attempt);
+        crate::camera::start_in(root, &path, "the attempt's device log is not kept", |file| {
+            Self::start(command, placeholders, file)
+        })
     }
 
     /// Stops the command and writes what it printed; whether the file was
