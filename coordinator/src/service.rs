@@ -36,6 +36,8 @@ struct Services {
     calls: Arc<argus_grid::calls::DeviceCalls>,
     /// The dashboard's public address, for the links answers carry.
     dashboard_url: Option<String>,
+    /// What each device shows now, and whether anyone watches.
+    live: Arc<argus_grid::live::LiveScreens>,
 }
 
 #[tonic::async_trait]
@@ -59,12 +61,19 @@ impl grpc::workers_server::Workers for Services {
         // then the stream to it must end once the owner lets go of it, and
         // not wait for the worker's side to close first.
         let mut to_worker = Some(tx.clone());
+        let watch_to = tx.clone();
         let link = self.handle.worker_joined(register, tx).await?;
-        let (handle, relay, calls) = (self.handle.clone(), self.relay.clone(), self.calls.clone());
+        let (handle, relay, calls, live) =
+            (self.handle.clone(), self.relay.clone(), self.calls.clone(), self.live.clone());
+        // Ends when the worker says it is going or its stream ends, so that
+        // it holds the stream to the worker no longer than the link does.
+        let link_done = CancellationToken::new();
+        tell_watching(watch_to, live.subscribe(), link_done.clone(), &self.tasks);
         let mut files = crate::assembler::Assembler::new(self.artifacts.clone());
         let span = tracing::info_span!("worker link", worker = %link.worker, conn = link.conn);
         self.tasks.spawn(tracing::Instrument::instrument(
             async move {
+                let _link_done = link_done.clone().drop_guard();
                 while let Ok(Some(message)) = inbound.message().await {
                     // An attempt's files are kept before its result, which
                     // follows them on the link, reaches the owner task.
@@ -77,6 +86,7 @@ impl grpc::workers_server::Workers for Services {
                         }
                         Some(worker_message::Kind::GoingAway(going)) => {
                             to_worker = None;
+                            link_done.cancel();
                             grpc::WorkerMessage { kind: Some(worker_message::Kind::GoingAway(going)) }
                         }
                         Some(worker_message::Kind::Artifact(piece)) => {
@@ -85,6 +95,10 @@ impl grpc::workers_server::Workers for Services {
                         }
                         Some(worker_message::Kind::DeviceAnswer(answer)) => {
                             calls.answered(answer);
+                            continue;
+                        }
+                        Some(worker_message::Kind::Live(screen)) => {
+                            live.arrived(&link.worker, screen);
                             continue;
                         }
                         Some(worker_message::Kind::Attempt(mut result)) => {
@@ -97,12 +111,43 @@ impl grpc::workers_server::Workers for Services {
                         return;
                     }
                 }
+                live.worker_gone(&link.worker);
                 handle.worker_gone(link).await;
             },
             span,
         ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+}
+
+/// Tells a worker whether anyone watches the live view, each time it
+/// changes, until its link is done.
+fn tell_watching(
+    to_worker: mpsc::Sender<Result<grpc::CoordinatorMessage, Status>>,
+    mut watching: tokio::sync::watch::Receiver<bool>,
+    link_done: CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) {
+    let telling = async move {
+        let mut told = false;
+        loop {
+            let now = *watching.borrow_and_update();
+            if now != told {
+                let watch = grpc::Watch { watching: now };
+                let message = grpc::CoordinatorMessage { kind: Some(grpc::coordinator_message::Kind::Watch(watch)) };
+                if to_worker.send(Ok(message)).await.is_err() {
+                    return;
+                }
+                told = now;
+            }
+            tokio::select! {
+                _ = link_done.cancelled() => return,
+                _ = to_worker.closed() => return,
+                changed = watching.changed() => if changed.is_err() { return },
+            }
+        }
+    };
+    tasks.spawn(tracing::Instrument::instrument(telling, tracing::info_span!("tell watching")));
 }
 
 #[tonic::async_trait]
@@ -557,6 +602,16 @@ pub async fn serve_with(
     }
     let session_log = argus_webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
     let calls = Arc::new(argus_grid::calls::DeviceCalls::default());
+    let live = Arc::new(argus_grid::live::LiveScreens::default());
+    {
+        let live = live.clone();
+        let span = tracing::info_span!("live view");
+        let every = std::time::Duration::from_secs(1);
+        argus_proto::task::periodically(span, every, every, shutdown.clone(), &tasks, move || {
+            live.expire();
+            std::future::ready(())
+        });
+    }
     let webdriver = Arc::new(argus_webdriver::Registry::new(calls.clone(), session_log));
     let dashboard_url = core_config.dashboard_url.clone();
     let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
@@ -604,6 +659,7 @@ pub async fn serve_with(
             started_ms: argus_grid::time::now_ms(),
             keep,
             webhooks,
+            live: live.clone(),
         };
         let facade = argus_webdriver::Facade { handle: handle.clone(), sessions: webdriver.clone(), metrics };
         let push = crate::push::PushState {
@@ -626,6 +682,7 @@ pub async fn serve_with(
         artifacts,
         calls,
         dashboard_url: told_dashboard,
+        live,
     };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<WorkersServer<Services>>().await;

@@ -5,6 +5,7 @@
 
 mod actions;
 mod api;
+mod live;
 mod pages;
 mod sessions;
 mod svg;
@@ -40,6 +41,8 @@ pub struct Dashboard {
     pub keep: Option<Duration>,
     /// Who is told what happened (shown without their secrets).
     pub webhooks: std::sync::Arc<[argus_grid::notify::Webhook]>,
+    /// What each device shows now.
+    pub live: std::sync::Arc<argus_grid::live::LiveScreens>,
 }
 
 /// The dashboard's pages, its API and its static files.
@@ -51,6 +54,7 @@ pub fn router(state: Dashboard) -> Router {
         .route("/cases/{case}", get(pages::case))
         .route("/flaky", get(pages::flaky))
         .route("/fleet", get(pages::fleet))
+        .route("/fleet/{worker}/{slot}", get(live::device_page))
         .route("/sessions", get(sessions::sessions_page))
         .route("/sessions/{id}", get(sessions::session_page))
         .route("/webhooks", get(webhooks::webhooks_page))
@@ -78,6 +82,8 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/cases/{case}", get(api::case))
         .route("/api/v1/flaky", get(api::flaky))
         .route("/api/v1/fleet", get(api::fleet))
+        .route("/api/v1/fleet/screens", get(live::screens))
+        .route("/api/v1/fleet/{worker}/{slot}/screen", get(live::device_screen))
         .route("/api/v1/projects", get(api::projects))
         .route("/api/v1/mutes", get(api::mutes))
         .route("/api/v1/webhooks", get(webhooks::webhooks_api))

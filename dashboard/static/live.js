@@ -219,3 +219,134 @@ for (const box of document.querySelectorAll("details.device-log")) {
   });
   filter.addEventListener("input", show);
 }
+
+// The live view: each device's screen drawn from its latest snapshot, every
+// element a box in its frame with its text (textContent only), covered
+// ones dimmed, hidden ones outlined; the route above it.
+function elementClass(element) {
+  const kind = String(element.kind || "view").replace(/[^a-z0-9-]/gi, "");
+  let name = "el kind-" + kind;
+  if (element.covered) name += " covered";
+  if (element.hidden) name += " hidden";
+  if (element.disabled) name += " disabled";
+  return name;
+}
+
+function drawScreen(box, view) {
+  const [w, h] = view.window;
+  const width = box.clientWidth || 180;
+  const scale = w > 0 ? width / w : 1;
+  const nodes = [];
+  for (const element of view.elements) {
+    const node = document.createElement("div");
+    node.className = elementClass(element);
+    node.textContent = element.text || element.value || "";
+    node.title = [element.kind, element.test_id, element.hidden && "hidden: " + element.hidden, element.covered && "covered", element.disabled && "disabled"]
+      .filter(Boolean)
+      .join(" · ");
+    if (element.test_id) node.dataset.testId = element.test_id;
+    if (element.frame) {
+      const [x, y, fw, fh] = element.frame;
+      node.style.left = x * scale + "px";
+      node.style.top = y * scale + "px";
+      node.style.width = Math.max(fw * scale, 1) + "px";
+      node.style.height = Math.max(fh * scale, 1) + "px";
+    } else {
+      // A record kept before frames were: the elements in order.
+      node.classList.add("unplaced");
+    }
+    nodes.push(node);
+  }
+  box.style.height = (w > 0 && h > 0 ? h * scale : 240) + "px";
+  // Text as large as the app draws it (12 points), scaled with the screen.
+  box.style.fontSize = (w > 0 ? 12 * scale : 12) + "px";
+  box.classList.toggle("framed", nodes.every((n) => !n.classList.contains("unplaced")));
+  box.replaceChildren(...nodes);
+  box.dataset.route = view.route || "";
+}
+
+function screenCaption(view) {
+  const parts = [];
+  if (view.case_id) parts.push(view.case_id + " #" + view.attempt);
+  if (view.step) parts.push("step " + (view.step_index + 1) + ": " + view.step);
+  parts.push("route " + (view.route || "—"));
+  if (view.busy) parts.push("busy");
+  return parts.join(" · ");
+}
+
+function screenCard(view) {
+  const card = document.createElement("a");
+  card.className = "screen-card" + (view.run_id ? " running" : "");
+  card.href = "/fleet/" + view.device.split("/").map(encodeURIComponent).join("/");
+  card.dataset.device = view.device;
+  const head = document.createElement("strong");
+  head.textContent = view.device;
+  const caption = document.createElement("p");
+  caption.className = "screen-caption";
+  caption.textContent = screenCaption(view);
+  const screen = document.createElement("div");
+  screen.className = "screen";
+  card.append(head, caption, screen);
+  return card;
+}
+
+async function refreshScreens(section) {
+  try {
+    const response = await fetch(section.dataset.live, { headers: { accept: "application/json" } });
+    if (!response.ok) return;
+    const { devices } = await response.json();
+    // Busy devices first: what runs is what a person came to see.
+    devices.sort((a, b) => (b.run_id ? 1 : 0) - (a.run_id ? 1 : 0) || a.device.localeCompare(b.device));
+    const cards = devices.map((view) => {
+      const known = section.querySelector(`[data-device="${CSS.escape(view.device)}"]`);
+      const stamp = view.received_ms + ":" + view.read_ms;
+      if (known && known.dataset.stamp === stamp) return known;
+      const card = screenCard(view);
+      card.dataset.stamp = stamp;
+      return card;
+    });
+    section.replaceChildren(...cards);
+    for (const card of cards) {
+      const view = devices[cards.indexOf(card)];
+      const screen = card.querySelector(".screen");
+      if (screen.dataset.drawn !== card.dataset.stamp) {
+        drawScreen(screen, view);
+        screen.dataset.drawn = card.dataset.stamp;
+      }
+    }
+  } catch (error) {
+    // The coordinator may be restarting: try again at the next tick.
+  }
+}
+
+const screens = document.getElementById("screens");
+if (screens) {
+  refreshScreens(screens);
+  setInterval(() => refreshScreens(screens), 500);
+}
+
+async function refreshDevice(root) {
+  try {
+    const response = await fetch(root.dataset.live, { headers: { accept: "application/json" } });
+    if (!response.ok) return;
+    const view = await response.json();
+    root.querySelector("[data-caption]").textContent = view.read_ms ? screenCaption(view) : "waiting for the first screen…";
+    drawScreen(root.querySelector("[data-screen]"), view);
+    const trace = root.querySelector("[data-trace]");
+    trace.replaceChildren(
+      ...view.trace.map((line) => {
+        const item = document.createElement("li");
+        item.textContent = line;
+        return item;
+      }),
+    );
+  } catch (error) {
+    // Try again at the next tick.
+  }
+}
+
+const deviceLive = document.getElementById("device-live");
+if (deviceLive) {
+  refreshDevice(deviceLive);
+  setInterval(() => refreshDevice(deviceLive), 500);
+}

@@ -524,3 +524,156 @@ async fn acting_from_the_dashboard_asks_for_the_client_token_mutes_a_case_and_ru
     client.close().await.unwrap();
     let _ = std::fs::remove_file(db);
 }
+
+/// The routes an app went through, each with when it got there.
+fn follow_routes(sim: &Sim) -> Arc<std::sync::Mutex<Vec<(tokio::time::Instant, String)>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut routes = sim.app.routes();
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let route = routes.borrow_and_update().clone().unwrap_or_default();
+            kept.lock().unwrap().push((tokio::time::Instant::now(), route));
+            if routes.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    seen
+}
+
+/// Whether the app showed `route` at some moment of the last `within`.
+fn showed_lately(
+    routes: &std::sync::Mutex<Vec<(tokio::time::Instant, String)>>,
+    route: &str,
+    within: Duration,
+) -> bool {
+    let routes = routes.lock().unwrap();
+    let since = tokio::time::Instant::now() - within;
+    // The route it was on when the window began counts too.
+    let from = routes.iter().rposition(|(at, _)| *at <= since).unwrap_or(0);
+    routes[from..].iter().any(|(_, r)| r == route)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(argus_browser),
+    ignore = "needs ARGUS_TEST_BROWSER=1 with chromedriver and chromium on the PATH (bash .ci/run sets it up)"
+)]
+async fn the_fleet_page_draws_every_device_live_and_a_device_opens_large_with_its_trace() {
+    let (_driver, client) = browser().await;
+    let db = argus_testkit::sqlite_url("argus-dashboard-live");
+    let store = Store::open(&db).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web = format!("http://{}", http.local_addr().unwrap());
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let ports = [free_port(), free_port()];
+    let config = WorkerConfig {
+        coordinator: url.clone(),
+        name: "mac".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        tls_ca: None,
+        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
+    };
+    tokio::spawn(link::run(config, cancel.clone()));
+    // One app's texts hold markup, which the page must draw as text.
+    let sims = [Sim::start_altered(ports[0], "Browse the feed", "<b>Browse</b> the feed"), Sim::start(ports[1], None)];
+    let routes: Vec<_> = sims.iter().map(follow_routes).collect();
+    let device_of = |port: u16| format!("mac/{port}");
+    argus_testkit::wait_for_devices(&url, 2).await;
+
+    // Nothing runs: each idle device is drawn from a read every few seconds.
+    client.goto(&format!("{web}/fleet")).await.unwrap();
+    let card = |port: u16| format!(".screen-card[data-device='{}']", device_of(port));
+    for port in ports {
+        let drawn = format!("{} .screen[data-route='Home'] [data-test-id='title']", card(port));
+        client.wait().at_most(Duration::from_secs(10)).for_element(Locator::Css(&drawn)).await.unwrap();
+    }
+    let feed = format!("{} [data-test-id='feed']", card(ports[0]));
+    assert_eq!(text_of(&client, &feed).await, "<b>Browse</b> the feed", "an app's text is shown as text");
+    let markup = client.execute("return document.querySelectorAll('#screens b').length", vec![]).await.unwrap();
+    assert_eq!(markup, json!(0), "nothing an app wrote becomes markup");
+
+    // A run: each device goes to its screen and waits there three seconds.
+    let case = |id: &str, button: &str, route: &str| {
+        format!(
+            "---\nid: {id}\n---\nsteps:\n  - app.press: \"#{button}\"\n  - app.see: {{ route: {route} }}\n  - app.see: {{ text: Never there, timeoutMs: 3000 }}\n"
+        )
+    };
+    let mut runs = RunsClient::connect(url.clone()).await.unwrap();
+    let request = grpc::SubmitRequest {
+        cases: vec![
+            grpc::CaseFile { path: "cases/feed.md".into(), source: case("to-feed", "feed", "Feed") },
+            grpc::CaseFile { path: "cases/settings.md".into(), source: case("to-settings", "settings", "Settings") },
+        ],
+        project: "shop".into(),
+        retries: 0,
+        detach: true,
+        ..Default::default()
+    };
+    runs.submit(request).await.unwrap();
+
+    // Both cards follow their apps: the case, the step and the screen it
+    // waits on, each drawn as the app showed it within the last second.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut matched = [false, false];
+    while matched.contains(&false) {
+        assert!(tokio::time::Instant::now() < deadline, "the cards never showed the running cases: {matched:?}");
+        for (i, port) in ports.into_iter().enumerate() {
+            let read = format!(
+                "const card = document.querySelector(\"{}\"); if (!card) return null; \
+                 const screen = card.querySelector('.screen'); \
+                 return [card.classList.contains('running'), screen.dataset.route, \
+                         card.querySelector('.screen-caption').textContent, \
+                         [...screen.querySelectorAll('[data-test-id]')].map(e => e.dataset.testId)]",
+                card(port)
+            );
+            let drawn = client.execute(&read, vec![]).await.unwrap();
+            let (running, route) = (drawn[0] == json!(true), drawn[1].as_str().unwrap_or_default().to_owned());
+            if !running || route == "Home" {
+                continue;
+            }
+            assert!(showed_lately(&routes[i], &route, Duration::from_secs(1)), "{route} was not the app's lately");
+            let caption = drawn[2].as_str().unwrap();
+            if route == "Feed" || route == "Settings" {
+                let (case, expected) = if route == "Feed" { ("to-feed", "refresh") } else { ("to-settings", "delete") };
+                assert!(caption.starts_with(&format!("{case} #1 · step ")), "the case on its card: {caption}");
+                let ids: Vec<&str> = drawn[3].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+                assert!(ids.contains(&expected), "the {route} screen's elements: {ids:?}");
+                assert!(caption.contains("app.see"), "the step it waits in: {caption}");
+                matched[i] = true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A device opens large, with its recent trace.
+    client.find(Locator::Css(&card(ports[1]))).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("#device-live [data-screen] [data-test-id]")).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let went = |trace: String| trace.contains("→ Settings") || trace.contains("→ Feed");
+    while !went(text_of(&client, "#device-live [data-trace]").await) {
+        assert!(tokio::time::Instant::now() < deadline, "the trace never said where the app went");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(text_of(&client, "h1").await, device_of(ports[1]));
+
+    // At a phone's width the fleet's screens fit the page.
+    client.set_window_size(390, 844).await.unwrap();
+    client.goto(&format!("{web}/fleet")).await.unwrap();
+    client.wait().for_element(Locator::Css(".screen-card .screen [data-test-id]")).await.unwrap();
+    let overflow =
+        client.execute("return document.documentElement.scrollWidth <= window.innerWidth", vec![]).await.unwrap();
+    assert_eq!(overflow, json!(true), "no sideways scrolling on a phone");
+    assert!(console_errors(&client).await.is_empty());
+    client.close().await.unwrap();
+    drop(sims);
+    let _ = std::fs::remove_file(db);
+}

@@ -25,6 +25,8 @@ fn attempt(failing: Option<u32>, status: u32) -> AttemptObserved {
             error: if Some(i) == failing { "not on screen: {\"testId\":\"pay\"}".into() } else { String::new() },
             screen_read: true,
             route: format!("Screen{}", i / 10),
+            window_w: 390.0,
+            window_h: 844.0,
             elements: (0..ELEMENTS)
                 .map(|e| ObservedElement {
                     kind: if e % 3 == 0 { "button".into() } else { "text".into() },
@@ -34,6 +36,12 @@ fn attempt(failing: Option<u32>, status: u32) -> AttemptObserved {
                     disabled: e == 7,
                     hidden: String::new(),
                     covered: false,
+                    frame: Some(argus_proto::grpc::ElementFrame {
+                        x: 16.0,
+                        y: 60.0 + 20.0 * e as f32,
+                        w: 358.0,
+                        h: 18.0,
+                    }),
                 })
                 .collect(),
             requests: vec![

@@ -27,6 +27,7 @@ pub mod error;
 pub mod explain;
 pub mod follow_up;
 pub mod import;
+pub mod live;
 pub mod matching;
 pub mod metrics;
 pub mod mutes;

@@ -1,5 +1,5 @@
 //! What a worker records of each step (`AttemptObserved`), and its bounds:
-//! a step's screen without frames, the requests that finished during it,
+//! a step's screen (its named elements and their frames), the requests that finished during it,
 //! the app's events, crashes and stalls. Bounded so that a huge screen or a
 //! chatty app costs the store a known number of bytes.
 
@@ -22,7 +22,6 @@ pub const TEXT_CHARS: usize = 200;
 /// first (the failing step's screen is what a diff needs most).
 pub const ATTEMPT_BYTES: usize = 256 * 1024;
 
-/// `text` cut to [`TEXT_CHARS`] characters, with `…` where it was cut.
 /// The most of a crash's stack kept.
 pub const STACK_CHARS: usize = 4_000;
 
@@ -34,6 +33,7 @@ pub fn clip_stack(text: &str) -> String {
     }
 }
 
+/// `text` cut to [`TEXT_CHARS`] characters, with `…` where it was cut.
 pub fn clip(text: &str) -> String {
     match text.char_indices().nth(TEXT_CHARS) {
         None => text.to_owned(),
@@ -64,6 +64,12 @@ pub fn elements(screen: &Screen) -> (Vec<ObservedElement>, bool) {
             disabled: !element.enabled,
             hidden: element.hidden.map(|h| h.as_str().to_owned()).unwrap_or_default(),
             covered: element.is_covered(),
+            frame: Some(crate::grpc::ElementFrame {
+                x: element.frame.x as f32,
+                y: element.frame.y as f32,
+                w: element.frame.w as f32,
+                h: element.frame.h as f32,
+            }),
         });
     }
     (kept, more)
@@ -125,6 +131,42 @@ pub fn from_trace(events: &[TraceEvent]) -> (Vec<ObservedRequest>, Vec<String>, 
         }
     }
     (requests, names, problems, more)
+}
+
+/// Trace lines kept per live screen.
+pub const LIVE_TRACE_LINES: usize = 50;
+
+/// What a person watching a device would follow of its trace, one line per
+/// entry: where it went, what it asked the network, the events it sent,
+/// what it touched and its crashes (at most [`LIVE_TRACE_LINES`], newest).
+pub fn trace_lines(events: &[TraceEvent]) -> Vec<String> {
+    let mut lines: Vec<String> = events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            TraceKind::Route { route, .. } => Some(format!("→ {}", route.as_deref().unwrap_or("?"))),
+            TraceKind::Request { method, url, status, ms, error } => Some(match (status, error) {
+                (Some(status), _) => format!("{method} {url} {status} · {} ms", ms.unwrap_or(0)),
+                (None, Some(error)) => format!("{method} {url} failed: {error}"),
+                (None, None) => format!("{method} {url} …"),
+            }),
+            TraceKind::Event { name, .. } => Some(format!("event {name}")),
+            TraceKind::Touch { test_id, text, x, y, .. } => Some(format!(
+                "touch {}",
+                test_id.as_deref().or(text.as_deref()).map_or(format!("{x},{y}"), str::to_owned)
+            )),
+            TraceKind::Crash { message, .. } => Some(format!("crash: {message}")),
+            TraceKind::Stall { renders, window_ms, component } => Some(format!(
+                "stall: {} {renders} renders in {window_ms} ms",
+                component.as_deref().unwrap_or("the app")
+            )),
+            _ => None,
+        })
+        .map(|line| clip(&line))
+        .collect();
+    if lines.len() > LIVE_TRACE_LINES {
+        lines.drain(..lines.len() - LIVE_TRACE_LINES);
+    }
+    lines
 }
 
 /// Holds an attempt to [`ATTEMPT_BYTES`]: the elements of passed steps go

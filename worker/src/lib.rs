@@ -8,6 +8,7 @@ pub mod device_log;
 pub mod discover;
 pub mod driver;
 pub mod link;
+pub mod live;
 pub mod metrics;
 mod project;
 mod relaunch;

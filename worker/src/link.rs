@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use crate::camera::{AttemptFiles, HookCamera, Recording};
 use crate::device_log::DeviceLog;
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
+use crate::live::{Live, Watched};
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
 
@@ -51,6 +52,8 @@ struct Slot {
     /// The last hello an app sent on this slot: kept after it leaves, so the
     /// device is shown as disconnected rather than never seen.
     last_hello: Mutex<Option<Arc<argus_proto::wire::Hello>>>,
+    /// What its app shows now, for the live view.
+    live: Live,
 }
 
 impl Slot {
@@ -124,6 +127,7 @@ pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), 
             driver: Arc::new(driver),
             busy: Mutex::new(false),
             last_hello: Mutex::new(None),
+            live: Live::default(),
         }));
     }
     let slots = Arc::new(slots);
@@ -294,6 +298,10 @@ async fn link(
     // event announced (an attempt of an earlier link ending) is caught here.
     let mut told: Vec<grpc::Device> = slots.iter().map(|s| s.device()).collect();
     let mut refresh = tokio::time::interval(Duration::from_secs(1));
+    // The live view: off until the coordinator says someone watches.
+    let mut watching = false;
+    let mut live_tick = tokio::time::interval(LIVE_TICK);
+    live_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut stopping_leases = false;
     let mut registered = false;
     let mut stopping: Option<tokio::time::Instant> = None;
@@ -358,6 +366,18 @@ async fn link(
                     return lost(format!("the coordinator went silent for {} s", last_heard.elapsed().as_secs()), registered);
                 }
             }
+            _ = live_tick.tick(), if watching => {
+                let now = std::time::Instant::now();
+                for slot in slots.iter() {
+                    // A device without its app is shown as it was left.
+                    if slot.driver.connected() && slot.live.read_due(now) {
+                        read_for_live(slot.clone(), attempts);
+                    }
+                    if let Some(live) = slot.live.take(&slot.config.name) {
+                        send_or_lost!(send(worker_message::Kind::Live(live)));
+                    }
+                }
+            }
             _ = heartbeat.tick() => {
                 let lease_ids: Vec<String> = running.lock().keys().cloned().collect();
                 send_or_lost!(send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids })));
@@ -402,6 +422,13 @@ async fn link(
                             send_or_lost!(send(worker_message::Kind::DeviceAnswer(refused)));
                         }
                     }
+                    Some(coordinator_message::Kind::Watch(watch)) => {
+                        if watch.watching && !watching {
+                            // A new watcher sees every device at once.
+                            slots.iter().for_each(|slot| slot.live.resend());
+                        }
+                        watching = watch.watching;
+                    }
                     Some(coordinator_message::Kind::Keepalive(_)) | None => {}
                 }
             }
@@ -440,7 +467,10 @@ impl Shared {
             let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name, trace_context = tracing::field::Empty);
             argus_proto::trace::set_parent(&span, &lease.traceparent);
             let (steps, lease_id) = (out.clone(), lease.lease_id.clone());
+            slot.live.begin(&lease.run_id, &lease.case_id, lease.attempt);
+            let watched = slot.clone();
             let on_step = move |index: usize, step: &argus_proto::run::RunStep| {
+                watched.live.step(index as u32, &step.step);
                 let step = grpc::StepResult {
                     lease_id: lease_id.clone(),
                     index: index as u32,
@@ -465,6 +495,7 @@ impl Shared {
                 }
             }
             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
+            slot.live.end();
             if let Some(result) = result {
                 crate::metrics::attempt(&attempt_outcome(&result));
                 let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
@@ -506,6 +537,15 @@ impl Shared {
             let span = tracing::info_span!("device_call", method = %call.method, slot = %call.slot, trace_context = tracing::field::Empty);
             argus_proto::trace::set_parent(&span, &call.traceparent);
             let answer = tracing::Instrument::instrument(crate::device_calls::answer(&slot.driver, &slot.config, &call), span).await;
+            match &answer.outcome {
+                Some(grpc::device_answer::Outcome::ResultJson(json)) if call.method == "screen" => {
+                    if let Ok(screen) = serde_json::from_str(json) {
+                        slot.live.saw("screen", &screen);
+                    }
+                }
+                // Whatever else a session did may have changed the screen.
+                _ => slot.live.poke(),
+            }
             let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::DeviceAnswer(answer)) }).await;
         });
         None
@@ -583,6 +623,20 @@ async fn hand_trace_context(driver: &Driver) {
             warn!(%error, "the app's traceContext command failed; the attempt runs without it");
         }
     }
+}
+
+/// How often a watched link looks for live screens to send or read.
+const LIVE_TICK: Duration = Duration::from_millis(250);
+
+/// Reads a slot's screen for the live view alone, in a tracked task.
+fn read_for_live(slot: Arc<Slot>, tasks: &TaskTracker) {
+    tasks.spawn(async move {
+        crate::metrics::live_read();
+        if let Ok(screen) = slot.driver.call("screen", None, crate::live::READ_TIMEOUT).await {
+            slot.live.saw("screen", &screen);
+        }
+        slot.live.read_done();
+    });
 }
 
 /// Runs one leased attempt on its slot's driver.
@@ -674,8 +728,9 @@ async fn run_lease(
     };
     // The fingerprint is read while the runner lets the reset app settle
     // (its first call is `idle {300, 5000}`): it costs the attempt no time.
+    let watched = Watched { device: driver, live: &slot.live };
     let (attempted, ()) =
-        tokio::join!(run_attempt_with(driver, &case, lease.attempt, &context, on_step), before.read(driver));
+        tokio::join!(run_attempt_with(&watched, &case, lease.attempt, &context, on_step), before.read(driver));
     let (mut attempt, mut observed) = (attempted.case, attempted.observed);
     if let Some(observed) = observed.as_ref() {
         // The app's crashes, kept with the attempt's line: every attempt's,

@@ -49,6 +49,7 @@ pub struct WorkerMetrics {
     attempts: Family<NameLabel, Counter>,
     calls: Family<NameLabel, Histogram>,
     hooks: Family<NameLabel, Histogram>,
+    live_reads: Counter,
 }
 
 static METRICS: LazyLock<WorkerMetrics> = LazyLock::new(|| {
@@ -70,7 +71,13 @@ static METRICS: LazyLock<WorkerMetrics> = LazyLock::new(|| {
     let hooks =
         Family::<NameLabel, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.01, 2.0, 14)));
     registry.register("worker_hook_duration_seconds", "Slot hooks, by hook", hooks.clone());
-    WorkerMetrics { registry, slots, attempts, calls, hooks }
+    let live_reads = Counter::default();
+    registry.register(
+        "worker_live_reads",
+        "Screens read for the live view alone (an attempt's own reads are shown at no call)",
+        live_reads.clone(),
+    );
+    WorkerMetrics { registry, slots, attempts, calls, hooks, live_reads }
 });
 
 /// A slot's app is now in `state` (the others of its states drop to 0).
@@ -91,6 +98,10 @@ pub fn call(method: &str, took: Duration) {
 
 pub fn hook(which: &str, took: Duration) {
     METRICS.hooks.get_or_create(&NameLabel { name: which.into() }).observe(took.as_secs_f64());
+}
+
+pub fn live_read() {
+    METRICS.live_reads.inc();
 }
 
 pub fn render() -> String {

@@ -73,7 +73,7 @@ pub struct SlotConfig {
     pub serial: Option<String>,
     #[serde(default)]
     pub hooks: Hooks,
-    /// Keep a record of each step (its screen without frames, requests,
+    /// Keep a record of each step (its screen's named elements, requests,
     /// events): what "since it last passed" compares. `false` keeps none.
     #[serde(default = "yes")]
     pub observe: bool,

@@ -47,6 +47,7 @@ impl<D: Device> Attempt<'_, D> {
         {
             observed.screen_read = true;
             observed.route = screen.route.as_deref().map(observe::clip).unwrap_or_default();
+            (observed.window_w, observed.window_h) = (screen.window.w as f32, screen.window.h as f32);
             let (elements, more) = observe::elements(&screen);
             observed.elements = elements;
             observed.truncated |= more;

@@ -247,9 +247,12 @@ impl Core {
                     run.publish(update);
                 }
             }
-            // Project calls go to the relay and files to the artifact store
-            // before they reach the owner task.
-            Some(Kind::Register(_) | Kind::ProjectCall(_) | Kind::Artifact(_) | Kind::DeviceAnswer(_)) | None => {}
+            // Project calls go to the relay, files to the artifact store and
+            // live screens to the live view before they reach the owner task.
+            Some(
+                Kind::Register(_) | Kind::ProjectCall(_) | Kind::Artifact(_) | Kind::DeviceAnswer(_) | Kind::Live(_),
+            )
+            | None => {}
         }
     }
 
