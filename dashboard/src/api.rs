@@ -229,6 +229,22 @@ pub async fn diff(
     }
 }
 
+/// One attempt replayed step by step from its record, with its baseline's
+/// steps when it failed.
+pub async fn replay(
+    State(state): State<Dashboard>,
+    Path((id, case, attempt)): Path<(String, String, u32)>,
+) -> Result<Json<argus_grid::replay::Replay>, ApiError> {
+    state.store.get_run(&id).await?;
+    match argus_grid::replay::replay(&state.store, &id, &case, attempt).await? {
+        Some(replay) => Ok(Json(replay)),
+        None => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no step record is kept of attempt {attempt} of case {case} in run {id}"),
+        )),
+    }
+}
+
 /// Run B against run A: what it broke, fixed, added, removed or slowed.
 #[derive(Debug, Serialize)]
 pub struct Comparison {

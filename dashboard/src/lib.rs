@@ -76,6 +76,7 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/runs/{id}/cases.jsonl", get(api::cases_jsonl))
         .route("/api/v1/runs/{id}/junit.xml", get(api::junit))
         .route("/api/v1/runs/{id}/cases/{case}/diff", get(api::diff))
+        .route("/api/v1/runs/{id}/cases/{case}/attempts/{attempt}/replay", get(api::replay))
         .route("/api/v1/runs/{a}/compare/{b}", get(api::compare))
         .route("/api/v1/runs/{id}/files/{*path}", get(api::file))
         .route("/runs/{id}/files/{*path}", get(api::file))

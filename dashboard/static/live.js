@@ -350,3 +350,126 @@ if (deviceLive) {
   refreshDevice(deviceLive);
   setInterval(() => refreshDevice(deviceLive), 500);
 }
+
+// An attempt replayed step by step from its record: a scrubber over its
+// steps; at each, the screen after it (and its baseline's at the same step,
+// with the elements that differ marked), what it sent and raised, its
+// screenshot and its place in the film.
+function replayPane(title) {
+  const pane = document.createElement("figure");
+  pane.className = "replay-pane";
+  const caption = document.createElement("figcaption");
+  caption.textContent = title;
+  const screen = document.createElement("div");
+  screen.className = "screen";
+  pane.append(caption, screen);
+  return pane;
+}
+
+function drawStep(pane, step) {
+  const screen = pane.querySelector(".screen");
+  if (!step || !step.screen_read) {
+    screen.replaceChildren();
+    screen.style.height = "";
+    screen.dataset.route = "";
+    screen.textContent = step ? "no screen was read after this step" : "no such step";
+    return;
+  }
+  drawScreen(screen, step);
+  for (const index of step.differs) {
+    if (screen.children[index]) screen.children[index].classList.add("differs");
+  }
+}
+
+function listOf(title, lines) {
+  const section = document.createElement("div");
+  if (!lines.length) return section;
+  const head = document.createElement("h5");
+  head.textContent = title;
+  const list = document.createElement("ul");
+  for (const line of lines) {
+    const item = document.createElement("li");
+    item.textContent = line;
+    list.appendChild(item);
+  }
+  section.append(head, list);
+  return section;
+}
+
+function showReplay(body, replay, files, film) {
+  const steps = replay.steps;
+  if (!steps.length) {
+    body.textContent = "the record holds no step";
+    return;
+  }
+  const failed = steps.findIndex((s) => s.status === "failed");
+  const scrubber = document.createElement("input");
+  scrubber.type = "range";
+  scrubber.className = "scrubber";
+  scrubber.min = 0;
+  scrubber.max = steps.length - 1;
+  scrubber.value = failed >= 0 ? failed : 0;
+  scrubber.setAttribute("aria-label", "Step");
+  const label = document.createElement("p");
+  label.className = "replay-step";
+  const panes = document.createElement("div");
+  panes.className = "replay-panes";
+  const mine = replayPane("This attempt on " + replay.device);
+  panes.appendChild(mine);
+  let theirs = null;
+  if (replay.baseline) {
+    const b = replay.baseline;
+    theirs = replayPane("Last pass: run " + b.run_id + " attempt " + b.attempt + " on " + b.device);
+    panes.appendChild(theirs);
+  }
+  const about = document.createElement("div");
+  about.className = "replay-about";
+  const show = () => {
+    const step = steps[Number(scrubber.value)];
+    label.textContent =
+      "Step " + (step.index + 1) + " of " + steps.length + ": " + step.step + " · " + step.status + " · " + step.ms + " ms" +
+      (step.route ? " · route " + step.route : "") + (step.error ? " · " + step.error : "");
+    drawStep(mine, step);
+    if (theirs) drawStep(theirs, replay.baseline.steps.find((s) => s.index === step.index));
+    const parts = [listOf("Requests", step.requests), listOf("Events", step.events), listOf("Problems", step.problems)];
+    if (step.screenshot) {
+      const link = document.createElement("a");
+      link.href = files + step.screenshot.split("/").map(encodeURIComponent).join("/");
+      link.textContent = "Screenshot of this step";
+      parts.push(link);
+    }
+    if (film && step.video_s != null) {
+      const seek = document.createElement("button");
+      seek.type = "button";
+      seek.textContent = "Film at " + step.video_s.toFixed(1) + " s";
+      seek.addEventListener("click", () => {
+        film.currentTime = step.video_s;
+        film.scrollIntoView({ block: "nearest" });
+      });
+      parts.push(seek);
+    }
+    about.replaceChildren(...parts);
+  };
+  scrubber.addEventListener("input", show);
+  body.replaceChildren(scrubber, label, panes, about);
+  show();
+}
+
+for (const box of document.querySelectorAll("details.replay")) {
+  let loaded = false;
+  box.addEventListener("toggle", async () => {
+    if (!box.open || loaded) return;
+    loaded = true;
+    const body = box.querySelector(".replay-body");
+    body.textContent = "…";
+    try {
+      const response = await fetch(box.dataset.src, { headers: { accept: "application/json" } });
+      const answer = await response.json().catch(() => ({}));
+      if (!response.ok) throw new Error(answer.error || response.status + " " + response.statusText);
+      const attempt = box.closest("details.attempt");
+      showReplay(body, answer, box.dataset.files, attempt && attempt.querySelector("video.film"));
+    } catch (error) {
+      body.textContent = error.message;
+    }
+  });
+}

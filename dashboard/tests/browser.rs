@@ -268,6 +268,28 @@ async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the
     assert_eq!(text_of(&client, ".case.failed pre.log").await, "<b>Order</b> refused: 503");
     let markup = client.execute("return document.querySelectorAll('pre.log b').length", vec![]).await.unwrap();
     assert_eq!(markup, json!(0), "a log line is never markup");
+    // Its replay: the scrubber starts at the failed step, the screen it
+    // failed on beside its last pass's at the same step; another step shows
+    // its own screen.
+    client.find(Locator::Css(".case.failed details.replay summary")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css(".case.failed .replay-panes .screen [data-test-id]")).await.unwrap();
+    let replayed = "const r = document.querySelector('.case.failed details.replay'); \
+                    const panes = [...r.querySelectorAll('.replay-pane .screen')]; \
+                    return [r.querySelector('.scrubber').value, r.querySelector('.replay-step').textContent, \
+                            panes.map(p => p.dataset.route), panes.length]";
+    let at_failure = client.execute(replayed, vec![]).await.unwrap();
+    assert_eq!(at_failure[0], json!("1"), "it opens at the failed step");
+    let label = at_failure[1].as_str().unwrap();
+    assert!(label.starts_with("Step 2 of 2: app.see") && label.contains("failed"), "{label}");
+    assert_eq!(at_failure[2], json!(["Feed", "Feed"]), "the failure's screen and its last pass's");
+    let go_to_first = "const s = document.querySelector('.case.failed details.replay .scrubber'); \
+                       s.value = 0; s.dispatchEvent(new Event('input')); return true";
+    client.execute(go_to_first, vec![]).await.unwrap();
+    let first = client.execute(replayed, vec![]).await.unwrap();
+    assert!(first[1].as_str().unwrap().starts_with("Step 1 of 2: app.press"), "{first}");
+    assert_eq!(first[2], json!(["Feed", "Feed"]), "the screen after the press");
+    let markup = client.execute("return document.querySelectorAll('.replay b').length", vec![]).await.unwrap();
+    assert_eq!(markup, json!(0), "an app's text in a replay is never markup");
     assert_eq!(client.find_all(Locator::Css("figure.timeline rect.bar")).await.unwrap().len(), 1);
     let lane = text_of(&client, "figure.timeline text.lane").await;
     assert!(lane.starts_with("mac/") && lane.ends_with(" · ios · iPhone 15"), "device, platform, model: {lane}");

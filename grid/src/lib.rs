@@ -35,6 +35,7 @@ pub mod notify;
 pub mod owners;
 pub mod policy;
 pub mod relay;
+pub mod replay;
 pub mod rerun;
 pub mod scheduler;
 pub mod submit;
