@@ -263,6 +263,7 @@ function drawScreen(box, view) {
   box.classList.toggle("framed", nodes.every((n) => !n.classList.contains("unplaced")));
   box.replaceChildren(...nodes);
   box.dataset.route = view.route || "";
+  box.dataset.scale = scale;
 }
 
 function screenCaption(view) {
@@ -471,5 +472,113 @@ for (const box of document.querySelectorAll("details.replay")) {
     } catch (error) {
       body.textContent = error.message;
     }
+  });
+}
+
+// Borrowing a device: a WebDriver session held from its page, through the
+// coordinator's own facade (so it leaves the pool fairly, comes back at the
+// end, and each action is recorded as the session's command).
+async function webdriver(method, path, body) {
+  for (;;) {
+    const headers = { accept: "application/json" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.authorization = "Bearer " + token;
+    if (body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const answer = await response.json().catch(() => ({}));
+    if (response.status === 401) {
+      const given = window.prompt("The coordinator's client token (kept for this tab):");
+      if (!given) throw new Error("this needs the coordinator's client token");
+      sessionStorage.setItem(TOKEN_KEY, given.trim());
+      continue;
+    }
+    const value = answer.value;
+    if (!response.ok) throw new Error((value && value.message) || response.status + " " + response.statusText);
+    return value;
+  }
+}
+
+const borrow = document.getElementById("borrow");
+if (borrow && deviceLive) {
+  const status = borrow.querySelector("[data-status]");
+  const panel = borrow.querySelector("[data-borrowed]");
+  const start = borrow.querySelector("[data-borrow]");
+  const screen = deviceLive.querySelector("[data-screen]");
+  let session = null;
+  const say = (text) => { status.textContent = text; };
+  const run = async (what, action) => {
+    say(what + "…");
+    try {
+      await action();
+      say(what + ": done");
+    } catch (error) {
+      say(what + ": " + error.message);
+    }
+  };
+  const execute = (script, args) =>
+    webdriver("POST", "/session/" + session + "/execute/sync", { script, args: args === undefined ? [] : [args] });
+  const held = (on) => {
+    panel.hidden = !on;
+    start.hidden = on;
+    screen.classList.toggle("tappable", on);
+  };
+  start.addEventListener("click", () =>
+    run("Borrowing", async () => {
+      const view = await (await fetch(deviceLive.dataset.live)).json();
+      if (view.run_id) throw new Error("it runs an attempt (" + view.case_id + "); try again when it is idle");
+      const created = await webdriver("POST", "/session", {
+        capabilities: {
+          alwaysMatch: {
+            "appium:deviceName": borrow.dataset.device,
+            "appium:noReset": true,
+            "lynkeus:queueTimeoutMs": 2000,
+            "lynkeus:idleTimeoutMs": 300000,
+          },
+        },
+      });
+      session = created.sessionId;
+      const link = panel.querySelector("[data-session]");
+      link.href = "/sessions/" + encodeURIComponent(session);
+      link.textContent = "WebDriver session " + session;
+      held(true);
+    }),
+  );
+  screen.addEventListener("click", (event) => {
+    if (!session) return;
+    const scale = Number(screen.dataset.scale) || 1;
+    const rect = screen.getBoundingClientRect();
+    const x = Math.round((event.clientX - rect.left) / scale);
+    const y = Math.round((event.clientY - rect.top) / scale);
+    run("Press at " + x + ", " + y, () => execute("mobile: tap", { x, y }));
+  });
+  borrow.querySelector("[data-type]").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = new FormData(event.target).get("text") || "";
+    const keys = [...text].flatMap((key) => [{ type: "keyDown", value: key }, { type: "keyUp", value: key }]);
+    run("Typing", () => webdriver("POST", "/session/" + session + "/actions", { actions: [{ type: "key", id: "keyboard", actions: keys }] }));
+  });
+  borrow.querySelector("[data-link]").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const url = new FormData(event.target).get("url") || "";
+    run("Opening " + url, () => execute("mobile: deepLink", { url }));
+  });
+  borrow.querySelector("[data-back]").addEventListener("click", () =>
+    run("Back", () => webdriver("POST", "/session/" + session + "/back", {})),
+  );
+  borrow.querySelector("[data-reset]").addEventListener("click", () => run("Reset", () => execute("mobile: reset")));
+  borrow.querySelector("[data-release]").addEventListener("click", () =>
+    run("Releasing", async () => {
+      await webdriver("DELETE", "/session/" + session);
+      session = null;
+      held(false);
+    }),
+  );
+  // Leaving the page gives the device back at once.
+  window.addEventListener("pagehide", () => {
+    if (!session) return;
+    const headers = {};
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.authorization = "Bearer " + token;
+    fetch("/session/" + session, { method: "DELETE", headers, keepalive: true });
   });
 }

@@ -687,6 +687,57 @@ async fn the_fleet_page_draws_every_device_live_and_a_device_opens_large_with_it
     }
     assert_eq!(text_of(&client, "h1").await, device_of(ports[1]));
 
+    // Borrowed once the run is over: reset, a tap on the drawn Settings
+    // button presses it in the app, and released it is back in the pool.
+    let state_of = |device: String| {
+        let web = web.clone();
+        async move {
+            let fleet: Value = serde_json::from_str(&reqwest_free_get(&format!("{web}/api/v1/fleet")).await).unwrap();
+            fleet["devices"].as_array().unwrap().iter().find(|d| d["id"] == device.as_str()).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while state_of(device_of(ports[1])).await != "idle" {
+        assert!(tokio::time::Instant::now() < deadline, "the run never ended");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    client.find(Locator::Css("[data-borrow]")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("[data-borrowed]:not([hidden])")).await.unwrap();
+    assert_eq!(state_of(device_of(ports[1])).await, "held", "it left the pool");
+    client.find(Locator::Css("[data-reset]")).await.unwrap().click().await.unwrap();
+    let settings = "#device-live [data-screen][data-route='Home'] [data-test-id='settings']";
+    client.wait().at_most(Duration::from_secs(10)).for_element(Locator::Css(settings)).await.unwrap();
+    client.find(Locator::Css(settings)).await.unwrap().click().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sims[1].app.current_route().as_deref() != Some("Settings") {
+        let said = text_of(&client, "[data-status]").await;
+        assert!(tokio::time::Instant::now() < deadline, "the tap never reached the app: {said}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drawn = "#device-live [data-screen][data-route='Settings']";
+    client.wait().at_most(Duration::from_secs(5)).for_element(Locator::Css(drawn)).await.unwrap();
+    let session = client.find(Locator::Css("[data-session]")).await.unwrap().attr("href").await.unwrap().unwrap();
+    client.find(Locator::Css("[data-release]")).await.unwrap().click().await.unwrap();
+    client.wait().for_element(Locator::Css("[data-borrow]:not([hidden])")).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while state_of(device_of(ports[1])).await != "idle" {
+        assert!(tokio::time::Instant::now() < deadline, "released, it never came back to the pool");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Each action is the session's command, as a WebDriver client's are.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let recorded = reqwest_free_get(&format!("{web}/api/v1{session}")).await;
+        if recorded.matches("\"execute\"").count() + recorded.matches("execute/sync").count() >= 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the actions were not recorded: {recorded}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // At a phone's width the fleet's screens fit the page.
     client.set_window_size(390, 844).await.unwrap();
     client.goto(&format!("{web}/fleet")).await.unwrap();
