@@ -146,7 +146,10 @@ async function act(method, url, body) {
       sessionStorage.setItem(TOKEN_KEY, given.trim());
       continue;
     }
-    if (!response.ok) throw new Error(answer.error || response.status + " " + response.statusText);
+    // The API says what went wrong as `error`, the WebDriver facade as
+    // `value.message`.
+    const said = answer.error || (answer.value && answer.value.message);
+    if (!response.ok) throw new Error(said || response.status + " " + response.statusText);
     return answer;
   }
 }
@@ -479,23 +482,7 @@ for (const box of document.querySelectorAll("details.replay")) {
 // coordinator's own facade (so it leaves the pool fairly, comes back at the
 // end, and each action is recorded as the session's command).
 async function webdriver(method, path, body) {
-  for (;;) {
-    const headers = { accept: "application/json" };
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    if (token) headers.authorization = "Bearer " + token;
-    if (body !== undefined) headers["content-type"] = "application/json";
-    const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const answer = await response.json().catch(() => ({}));
-    if (response.status === 401) {
-      const given = window.prompt("The coordinator's client token (kept for this tab):");
-      if (!given) throw new Error("this needs the coordinator's client token");
-      sessionStorage.setItem(TOKEN_KEY, given.trim());
-      continue;
-    }
-    const value = answer.value;
-    if (!response.ok) throw new Error((value && value.message) || response.status + " " + response.statusText);
-    return value;
-  }
+  return (await act(method, path, body)).value;
 }
 
 const borrow = document.getElementById("borrow");
@@ -524,8 +511,12 @@ if (borrow && deviceLive) {
   };
   start.addEventListener("click", () =>
     run("Borrowing", async () => {
-      const view = await (await fetch(deviceLive.dataset.live)).json();
-      if (view.run_id) throw new Error("it runs an attempt (" + view.case_id + "); try again when it is idle");
+      // The coordinator's word on what it does now, not the screen's.
+      const fleet = await (await fetch("/api/v1/fleet", { headers: { accept: "application/json" } })).json();
+      const device = fleet.devices.find((d) => d.id === borrow.dataset.device);
+      if (device && device.running_case) {
+        throw new Error("it runs an attempt (" + device.running_case + "); try again when it is idle");
+      }
       const created = await webdriver("POST", "/session", {
         capabilities: {
           alwaysMatch: {

@@ -55,6 +55,38 @@ async fn browser() -> (Chromedriver, Client) {
     panic!("chromedriver did not start a session on port {port}");
 }
 
+/// A coordinator with its dashboard on a fresh SQLite file, and one worker
+/// `mac` with `slots`, until dropped.
+struct Grid {
+    db: String,
+    web: String,
+    url: String,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+async fn grid(name: &str, options: argus_coordinator::Options, slots: Vec<SlotConfig>) -> Grid {
+    let db = argus_testkit::sqlite_url(name);
+    let store = Store::open(&db).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let web = format!("http://{}", http.local_addr().unwrap());
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    let options = argus_coordinator::Options { http: Some(http), ..options };
+    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let config = WorkerConfig {
+        coordinator: url.clone(),
+        name: "mac".into(),
+        host: "127.0.0.1".into(),
+        app_token: None,
+        token: None,
+        tls_ca: None,
+        slots,
+    };
+    tokio::spawn(link::run(config, cancel.clone()));
+    Grid { db, web, url, _stop: cancel.drop_guard() }
+}
+
 /// chromedriver's browser log: what the page's console printed.
 #[derive(Debug)]
 struct BrowserLog;
@@ -166,40 +198,22 @@ async fn submit_and_wait(url: &str, branch: &str, source: &str) -> String {
 )]
 async fn the_dashboard_in_a_browser_filters_runs_shows_a_failure_and_follows_the_fleet_live() {
     let (_driver, client) = browser().await;
-    let db = argus_testkit::sqlite_url("argus-dashboard");
-    let store = Store::open(&db).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let web = format!("http://{}", http.local_addr().unwrap());
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
     let artifacts_dir = tempfile::tempdir().unwrap();
     let artifacts = argus_store::artifacts::DirStore::open(artifacts_dir.path().into()).unwrap();
-    let options =
-        argus_coordinator::Options { http: Some(http), artifacts: Some(Arc::new(artifacts)), ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+    let options = argus_coordinator::Options { artifacts: Some(Arc::new(artifacts)), ..Default::default() };
     let ports = [free_port(), free_port()];
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "mac".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: ports
-            .iter()
-            .map(|p| {
-                let mut slot = SlotConfig::for_port(*p, "ios");
-                slot.labels.insert("model".into(), "iPhone 15".into());
-                // A device log whose lines a page must show as text.
-                slot.hooks.log =
-                    Some("printf 'Shop started\\n<b>Order</b> refused: 503\\nShop idle\\n'; exec sleep 60".into());
-                slot
-            })
-            .collect(),
-    };
-    tokio::spawn(link::run(config, cancel.clone()));
+    let slots = ports
+        .iter()
+        .map(|p| {
+            let mut slot = SlotConfig::for_port(*p, "ios");
+            slot.labels.insert("model".into(), "iPhone 15".into());
+            // A device log whose lines a page must show as text.
+            slot.hooks.log =
+                Some("printf 'Shop started\\n<b>Order</b> refused: 503\\nShop idle\\n'; exec sleep 60".into());
+            slot
+        })
+        .collect();
+    let Grid { db, web, url, _stop } = grid("argus-dashboard", options, slots).await;
     let sims: Vec<Sim> = ports.iter().map(|p| Sim::start(*p, None)).collect();
     tokio::time::sleep(Duration::from_millis(800)).await;
 
@@ -452,28 +466,11 @@ async fn answer_prompt(client: &Client, text: &str) -> String {
 )]
 async fn acting_from_the_dashboard_asks_for_the_client_token_mutes_a_case_and_runs_the_failed_again() {
     let (_driver, client) = browser().await;
-    let db = argus_testkit::sqlite_url("argus-dashboard-acts");
-    let store = Store::open(&db).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let web = format!("http://{}", http.local_addr().unwrap());
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
     let tokens = argus_coordinator::Tokens { client: Some("c-key".into()), ..Default::default() };
-    let options = argus_coordinator::Options { http: Some(http), tokens, ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let port = free_port();
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "mac".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: vec![SlotConfig::for_port(port, "ios")],
-    };
-    tokio::spawn(link::run(config, cancel.clone()));
+    let options = argus_coordinator::Options { tokens, ..Default::default() };
+    let Grid { db, web, url, _stop } =
+        grid("argus-dashboard-acts", options, vec![SlotConfig::for_port(port, "ios")]).await;
     let _sim = Sim::start(port, None);
     let channel = tonic::transport::Channel::from_shared(url.clone()).unwrap().connect().await.unwrap();
     let bearer = argus_proto::auth::Bearer::new(Some("c-key")).unwrap();
@@ -584,27 +581,9 @@ fn showed_lately(
 )]
 async fn the_fleet_page_draws_every_device_live_and_a_device_opens_large_with_its_trace() {
     let (_driver, client) = browser().await;
-    let db = argus_testkit::sqlite_url("argus-dashboard-live");
-    let store = Store::open(&db).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let web = format!("http://{}", http.local_addr().unwrap());
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
     let ports = [free_port(), free_port()];
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "mac".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
-    };
-    tokio::spawn(link::run(config, cancel.clone()));
+    let slots = ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect();
+    let Grid { db, web, url, _stop } = grid("argus-dashboard-live", Default::default(), slots).await;
     // One app's texts hold markup, which the page must draw as text.
     let sims = [Sim::start_altered(ports[0], "Browse the feed", "<b>Browse</b> the feed"), Sim::start(ports[1], None)];
     let routes: Vec<_> = sims.iter().map(follow_routes).collect();
@@ -705,7 +684,12 @@ async fn the_fleet_page_draws_every_device_live_and_a_device_opens_large_with_it
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     client.find(Locator::Css("[data-borrow]")).await.unwrap().click().await.unwrap();
-    client.wait().for_element(Locator::Css("[data-borrowed]:not([hidden])")).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while client.find(Locator::Css("[data-borrowed]:not([hidden])")).await.is_err() {
+        let said = text_of(&client, "[data-status]").await;
+        assert!(tokio::time::Instant::now() < deadline, "the device was never borrowed: {said}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(state_of(device_of(ports[1])).await, "held", "it left the pool");
     client.find(Locator::Css("[data-reset]")).await.unwrap().click().await.unwrap();
     let settings = "#device-live [data-screen][data-route='Home'] [data-test-id='settings']";
