@@ -214,6 +214,7 @@ fn passed(seq: i64, observed: Option<argus_store::Observed>) -> AttemptOutcome {
         next_try: None,
         final_result: Some("passed".into()),
         observed,
+        health: Default::default(),
     }
 }
 

@@ -1193,3 +1193,81 @@ fn an_apps_crash_is_kept_with_its_stack_on_the_attempt_and_grouped_on_the_run_pa
     assert!(!page.contains("<b>cart</b>"), "never markup");
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+#[test]
+fn an_apps_memory_and_render_time_are_read_around_each_attempt_and_charted_on_its_case_page() {
+    let scratch = temp_dir("health");
+    std::fs::create_dir_all(scratch.join("cases")).unwrap();
+    std::fs::write(
+        scratch.join("cases/feed.md"),
+        "---\nid: feed\n---\nsteps:\n  - app.press: \"#feed\"\n  - app.see: \"#list\"\n",
+    )
+    .unwrap();
+    // A case that records its own profile: the worker leaves `profile` alone.
+    std::fs::write(
+        scratch.join("cases/own.md"),
+        "---\nid: own\n---\nsteps:\n  - app.profile: start\n  - app.see: \"#title\"\n  - app.profile: stop\n",
+    )
+    .unwrap();
+    // The shop as a headless host that leaks 2 MB at every reset, each
+    // React commit costing 1.5 ms.
+    let model =
+        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml"))
+            .unwrap();
+    let leaky = format!("{model}\nrenderMs: 1.5\nmemory: {{ heapMb: 40, rssMb: 150, leakMbPerReset: 2 }}\n");
+    std::fs::write(scratch.join("leaky.yaml"), leaky).unwrap();
+    let (_coordinator, listen, http) = coordinator_on_free_ports(&scratch, &[]);
+    let url = format!("http://{listen}");
+    let port = free_port();
+    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
+    let _sim = Killed(
+        Command::new(ARGUS)
+            .args(["sim", "--model"])
+            .arg(scratch.join("leaky.yaml"))
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_devices(&url, 1);
+    for _ in 0..3 {
+        let run = Command::new(ARGUS)
+            .current_dir(&scratch)
+            .args(["run", "--coordinator", &url, "--once", "--project", "leaky"])
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    }
+    let (status, body) = http_json(&http, "GET", "/api/v1/cases/feed?project=leaky", "");
+    assert_eq!(status, 200, "{body}");
+    let history: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let attempts = history["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "{body}");
+    // Newest first: each attempt began 2 MB (two resets: its own and the
+    // other case's) above the one before it.
+    let heap = |a: &serde_json::Value, key: &str| a["health"][key].as_i64().unwrap_or_else(|| panic!("{key}: {a}"));
+    for pair in attempts.windows(2) {
+        assert_eq!(heap(&pair[0], "heap_start_kb") - heap(&pair[1], "heap_start_kb"), 2 * 2 * 1024, "{body}");
+    }
+    for attempt in attempts {
+        assert_eq!(heap(attempt, "heap_end_kb"), heap(attempt, "heap_start_kb"), "no reset inside the attempt");
+        assert_eq!(heap(attempt, "rss_start_kb") - heap(attempt, "heap_start_kb"), 110 * 1024);
+        let commits = heap(attempt, "render_commits");
+        assert!(commits >= 1, "the press navigated: {attempt}");
+        assert_eq!(heap(attempt, "render_us"), commits * 1_500, "{attempt}");
+    }
+    let (_, own) = http_json(&http, "GET", "/api/v1/cases/own?project=leaky", "");
+    let own: serde_json::Value = serde_json::from_str(&own).unwrap();
+    for attempt in own["attempts"].as_array().unwrap() {
+        assert!(attempt["health"]["heap_start_kb"].is_i64(), "{attempt}");
+        assert!(attempt["health"]["render_commits"].is_null(), "the case's own profile is left alone: {attempt}");
+    }
+    let (status, page) = http_json(&http, "GET", "/cases/feed?project=leaky", "");
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"health\""), "{page}");
+    assert!(page.contains("class=\"trend heap-start\"") && page.contains("class=\"trend heap-end\""), "{page}");
+    assert!(page.contains("class=\"trend render\""), "{page}");
+    assert_eq!(page.matches("class=\"dot heap-start\"").count(), 3, "{page}");
+    std::fs::remove_dir_all(scratch).unwrap();
+}

@@ -35,6 +35,8 @@ struct RunTemplate {
 struct CaseTemplate {
     history: CaseHistory,
     trend: Trend,
+    memory: Option<Trend>,
+    render: Option<Trend>,
     svg_width: f64,
     trend_height: f64,
 }
@@ -123,8 +125,16 @@ pub async fn case(
 ) -> Response {
     match api::case_history(&state, &query.project, &case_id).await {
         Ok(history) => {
-            let trend = Trend::new(&history.attempts);
-            render(CaseTemplate { history, trend, svg_width: WIDTH, trend_height: TREND_HEIGHT })
+            let (trend, memory, render_time) =
+                (Trend::new(&history.attempts), Trend::memory(&history.attempts), Trend::render(&history.attempts));
+            render(CaseTemplate {
+                history,
+                trend,
+                memory,
+                render: render_time,
+                svg_width: WIDTH,
+                trend_height: TREND_HEIGHT,
+            })
         }
         Err(error) => error_page(error),
     }

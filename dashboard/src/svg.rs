@@ -102,16 +102,37 @@ fn bar(case: &str, attempt: &AttemptView, y: f64, scale: &impl Fn(i64) -> f64, n
     }
 }
 
-/// A case's durations, oldest left, as a line with a dot per attempt, on
-/// axes: durations up the left, the runs' dates along the bottom.
+/// A case's attempts over runs, oldest left: one line per series with a dot
+/// per attempt, on axes (values up the left, the runs' dates along the
+/// bottom). The durations chart and the app-health charts of a case page.
 #[derive(Debug, Clone)]
 pub struct Trend {
-    pub points: String,
-    pub dots: Vec<(f64, f64, String, String)>,
-    /// Value axis: y and label (0, half, the longest).
+    pub lines: Vec<TrendLine>,
+    /// Value axis: y and label (0, half, the largest).
     pub y_ticks: Vec<(f64, String)>,
-    /// Time axis: x and the run's date, for the oldest, middle and newest dot.
+    /// Time axis: x and the run's date, for the oldest, middle and newest attempt.
     pub x_ticks: Vec<(f64, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrendLine {
+    /// A CSS class: the series.
+    pub class: &'static str,
+    pub label: &'static str,
+    pub points: String,
+    /// x, y, a CSS class (the attempt's result, or the series) and a title.
+    pub dots: Vec<(f64, f64, String, String)>,
+}
+
+/// One series of a trend: its class, its label, its value of an attempt.
+pub struct Series {
+    pub class: &'static str,
+    pub label: &'static str,
+    pub value: fn(&CaseAttemptView) -> Option<f64>,
+}
+
+fn mb(kb: i64) -> f64 {
+    kb as f64 / 1024.0
 }
 
 pub const TREND_HEIGHT: f64 = 180.0;
@@ -121,39 +142,86 @@ const TREND_LEFT: f64 = 70.0;
 const TREND_BOTTOM: f64 = 30.0;
 
 impl Trend {
+    /// How long each attempt took, its dot coloured by its result.
     pub fn new(attempts: &[CaseAttemptView]) -> Self {
-        let timed: Vec<&CaseAttemptView> = attempts.iter().rev().filter(|a| a.ms.is_some()).collect();
-        let max = timed.iter().filter_map(|a| a.ms).max().unwrap_or(1).max(1);
-        let (top, bottom) = (12.0, TREND_HEIGHT - TREND_BOTTOM);
-        let y_of = |ms: i64| bottom - ms as f64 / max as f64 * (bottom - top);
-        let step = if timed.len() > 1 { (WIDTH - TREND_LEFT - 30.0) / (timed.len() - 1) as f64 } else { 0.0 };
-        let x_of = |index: usize| TREND_LEFT + 10.0 + index as f64 * step;
-        let mut points = Vec::new();
-        let mut dots = Vec::new();
-        for (index, attempt) in timed.iter().enumerate() {
-            let ms = attempt.ms.unwrap_or_default();
-            let (x, y) = (x_of(index), y_of(ms));
-            points.push(format!("{x:.1},{y:.1}"));
-            let title = format!(
-                "{} #{}: {} ({}) {}",
-                attempt.run_id,
-                attempt.attempt,
-                attempt.result,
-                duration(ms),
-                attempt.run_started
-            );
-            dots.push((x, y, attempt.result.clone(), title));
+        let durations = Series { class: "trend", label: "duration", value: |a| a.ms.map(|ms| ms as f64) };
+        Self::of(attempts, &[durations], |ms| duration(ms.round() as i64), true).unwrap_or(Self {
+            lines: Vec::new(),
+            y_ticks: Vec::new(),
+            x_ticks: Vec::new(),
+        })
+    }
+
+    /// The app's heap before and after each attempt that reported it.
+    pub fn memory(attempts: &[CaseAttemptView]) -> Option<Self> {
+        let series = [
+            Series {
+                class: "heap-start",
+                label: "heap before",
+                value: |a| a.health.and_then(|h| h.heap_start_kb).map(mb),
+            },
+            Series { class: "heap-end", label: "heap after", value: |a| a.health.and_then(|h| h.heap_end_kb).map(mb) },
+        ];
+        Self::of(attempts, &series, |mb| format!("{mb:.0} MB"), false)
+    }
+
+    /// React's render time over each attempt that profiled.
+    pub fn render(attempts: &[CaseAttemptView]) -> Option<Self> {
+        let render = Series {
+            class: "render",
+            label: "render time",
+            value: |a| a.health.and_then(|h| h.render_us).map(|us| us as f64 / 1000.0),
+        };
+        Self::of(attempts, &[render], |ms| format!("{ms:.0} ms"), false)
+    }
+
+    /// `None` when no attempt has a value of any series. `by_result` colours
+    /// each dot by its attempt's result rather than by its series.
+    fn of(attempts: &[CaseAttemptView], series: &[Series], label: fn(f64) -> String, by_result: bool) -> Option<Self> {
+        let shown: Vec<&CaseAttemptView> =
+            attempts.iter().rev().filter(|a| series.iter().any(|s| (s.value)(a).is_some())).collect();
+        if shown.is_empty() {
+            return None;
         }
-        let y_ticks = [0, max / 2, max].iter().map(|ms| (y_of(*ms), duration(*ms))).collect();
-        let mut shown: Vec<usize> = vec![0, timed.len() / 2, timed.len().saturating_sub(1)];
-        shown.dedup();
-        let x_ticks = shown
-            .into_iter()
-            .filter_map(|i| {
-                timed.get(i).map(|a| (x_of(i), a.run_started.get(..16).unwrap_or(&a.run_started).to_owned()))
+        let values = shown.iter().flat_map(|a| series.iter().filter_map(|s| (s.value)(a)));
+        let max = values.fold(0.0, f64::max);
+        let max = if max > 0.0 { max } else { 1.0 };
+        let (top, bottom) = (12.0, TREND_HEIGHT - TREND_BOTTOM);
+        let y_of = |value: f64| bottom - value / max * (bottom - top);
+        let step = if shown.len() > 1 { (WIDTH - TREND_LEFT - 30.0) / (shown.len() - 1) as f64 } else { 0.0 };
+        let x_of = |index: usize| TREND_LEFT + 10.0 + index as f64 * step;
+        let lines = series
+            .iter()
+            .map(|s| {
+                let mut points = Vec::new();
+                let mut dots = Vec::new();
+                for (index, attempt) in shown.iter().enumerate() {
+                    let Some(value) = (s.value)(attempt) else { continue };
+                    let (x, y) = (x_of(index), y_of(value));
+                    points.push(format!("{x:.1},{y:.1}"));
+                    let title = format!(
+                        "{} #{}: {} ({} {}) {}",
+                        attempt.run_id,
+                        attempt.attempt,
+                        attempt.result,
+                        s.label,
+                        label(value),
+                        attempt.run_started
+                    );
+                    let class = if by_result { attempt.result.clone() } else { s.class.to_owned() };
+                    dots.push((x, y, class, title));
+                }
+                TrendLine { class: s.class, label: s.label, points: points.join(" "), dots }
             })
             .collect();
-        Self { points: points.join(" "), dots, y_ticks, x_ticks }
+        let y_ticks = [0.0, max / 2.0, max].iter().map(|v| (y_of(*v), label(*v))).collect();
+        let mut marked: Vec<usize> = vec![0, shown.len() / 2, shown.len() - 1];
+        marked.dedup();
+        let x_ticks = marked
+            .into_iter()
+            .map(|i| (x_of(i), shown[i].run_started.get(..16).unwrap_or(&shown[i].run_started).to_owned()))
+            .collect();
+        Some(Self { lines, y_ticks, x_ticks })
     }
 }
 

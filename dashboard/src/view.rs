@@ -432,6 +432,8 @@ pub struct CaseAttemptView {
     pub ms: Option<i64>,
     pub finished_ms: Option<i64>,
     pub error: Option<String>,
+    /// The app's memory and rendering around the attempt, when it said.
+    pub health: Option<argus_store::AppHealthRow>,
 }
 
 impl CaseHistory {
@@ -464,6 +466,7 @@ impl CaseHistory {
                 ms: r.ms,
                 finished_ms: r.finished_at,
                 error: r.error,
+                health: (!r.health.is_empty()).then_some(r.health),
             })
             .collect();
         // Per run: whether an attempt failed, and how its last attempt ended.
@@ -534,6 +537,7 @@ mod tests {
             ms: Some(100),
             finished_at: Some(1),
             error: None,
+            health: Default::default(),
         }
     }
 

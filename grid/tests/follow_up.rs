@@ -29,6 +29,7 @@ fn outcome(result: &str, at: i64, observed: bool) -> AttemptOutcome {
             worker_id: "w".into(),
             body: Vec::new(),
         }),
+        health: Default::default(),
     }
 }
 

@@ -66,7 +66,8 @@ pub struct ModelFile {
     pub navigation_events: bool,
     pub initial_route: String,
     pub routes: BTreeMap<String, RouteSpec>,
-    /// App commands beyond the built-in `events`, `stores` and `profile`.
+    /// App commands beyond the built-in `events`, `stores`, `profile` (and
+    /// `memory` when the model gives one).
     #[serde(default)]
     pub commands: BTreeMap<String, CommandSpec>,
     /// Store states the `stores` command answers.
@@ -74,6 +75,34 @@ pub struct ModelFile {
     pub stores: BTreeMap<String, Value>,
     #[serde(default)]
     pub links: Vec<LinkSpec>,
+    /// The headless host's `memory` command, when given: what it answers,
+    /// growing by `leakMbPerReset` at every reset (a leak a suite shows).
+    #[serde(default)]
+    pub memory: Option<MemorySpec>,
+    /// What each React commit costs while `profile` records (0: a model has
+    /// no render cost).
+    #[serde(default)]
+    pub render_ms: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemorySpec {
+    #[serde(default = "default_heap_mb")]
+    pub heap_mb: f64,
+    #[serde(default = "default_rss_mb")]
+    pub rss_mb: f64,
+    #[serde(default)]
+    pub leak_mb_per_reset: f64,
+    #[serde(default)]
+    pub listeners: u32,
+}
+
+fn default_heap_mb() -> f64 {
+    40.0
+}
+fn default_rss_mb() -> f64 {
+    160.0
 }
 
 fn default_platform() -> String {
@@ -424,6 +453,9 @@ impl Model {
     pub fn commands(&self) -> Vec<String> {
         let mut commands: Vec<String> =
             ["events", "profile", "screenshot", "stores"].iter().map(|s| s.to_string()).collect();
+        if self.file.memory.is_some() {
+            commands.push("memory".into());
+        }
         commands.extend(self.file.commands.keys().cloned());
         commands.sort();
         commands.dedup();

@@ -390,7 +390,7 @@ async fn app_commands_reset_and_unknown_methods() {
     );
     assert_eq!(
         ok(&app, "profile", Value::Null).await,
-        json!({"recording": false, "commits": 0, "ms": 0, "routes": {}})
+        json!({"recording": false, "commits": 0, "ms": 0.0, "routes": {}})
     );
     assert_eq!(ok(&app, "profile", json!({"action": "start"})).await, json!({"recording": true}));
     assert_eq!(ok(&app, "profile", json!({"action": "stop"})).await["recording"], false);
@@ -423,4 +423,36 @@ async fn bad_params_are_refused_with_the_method_named() {
     assert!(message.starts_with("press: invalid params"), "{message}");
     let (message, _) = err(&app, "navigate", Value::Null).await;
     assert!(message.starts_with("navigate: invalid params"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_answers_as_the_headless_host_and_grows_by_its_leak_at_each_reset_profile_counts_commits() {
+    let model = Model::parse(
+        "initialRoute: Home\nrenderMs: 2.5\nmemory: { heapMb: 40, rssMb: 150, leakMbPerReset: 1.5, listeners: 7 }\n\
+         routes:\n  Home: { elements: [{ kind: button, testId: go, text: Go, onPress: [{ navigate: Next }] }] }\n  Next: {}\n",
+        "leaky.yaml",
+    )
+    .unwrap();
+    let app = App::new(model);
+    assert!(ok(&app, "ping", Value::Null).await["commands"].as_array().unwrap().contains(&json!("memory")));
+    assert_eq!(
+        ok(&app, "memory", Value::Null).await,
+        json!({"heapUsedMb": 40.0, "heapTotalMb": 60.0, "rssMb": 150.0, "resets": 0, "roots": 1, "listeners": 7, "commands": 5})
+    );
+    ok(&app, "reset", Value::Null).await;
+    ok(&app, "reset", Value::Null).await;
+    let memory = ok(&app, "memory", Value::Null).await;
+    assert_eq!(
+        (memory["heapUsedMb"].clone(), memory["rssMb"].clone(), memory["resets"].clone()),
+        (json!(43.0), json!(153.0), json!(2))
+    );
+    assert_eq!(ok(&app, "profile", json!({"action": "start"})).await, json!({"recording": true}));
+    ok(&app, "press", json!({"testId": "go"})).await;
+    let profile = ok(&app, "profile", json!({"action": "stop"})).await;
+    assert_eq!(profile["recording"], false);
+    let commits = profile["commits"].as_u64().unwrap();
+    assert!(commits >= 1, "the press navigated: {profile}");
+    assert_eq!(profile["ms"], json!(commits as f64 * 2.5));
+    // The shop model has no `memory`: the method is unknown there, as on a device.
+    assert_eq!(err(&shop(), "memory", Value::Null).await.0, "Unknown method memory");
 }

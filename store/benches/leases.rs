@@ -77,6 +77,7 @@ fn outcome() -> AttemptOutcome {
         next_try: None,
         final_result: None,
         observed: None,
+        health: Default::default(),
     }
 }
 

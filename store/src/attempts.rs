@@ -141,11 +141,13 @@ impl Store {
             }
             let sql = format!(
                 "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
-                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8 \
+                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8, \
+                 heap_start_kb = v.column9, heap_end_kb = v.column10, rss_start_kb = v.column11, \
+                 rss_end_kb = v.column12, render_commits = v.column13, render_us = v.column14 \
                  FROM (VALUES {}) AS v \
                  WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
                  RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
-                placeholders(current.len(), 8)
+                placeholders(current.len(), 14)
             );
             // Built from constants and numbered placeholders only.
             let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(sql));
@@ -158,7 +160,13 @@ impl Store {
                     .bind(outcome.finished_at)
                     .bind(outcome.ms)
                     .bind(&outcome.run_case_json)
-                    .bind(outcome.seq);
+                    .bind(outcome.seq)
+                    .bind(outcome.health.heap_start_kb)
+                    .bind(outcome.health.heap_end_kb)
+                    .bind(outcome.health.rss_start_kb)
+                    .bind(outcome.health.rss_end_kb)
+                    .bind(outcome.health.render_commits)
+                    .bind(outcome.health.render_us);
             }
             for (lease_id, run_id, case_id, attempt, try_no) in query.fetch_all(&mut *tx).await? {
                 finished.insert(lease_id, AttemptKey { run_id, case_id, attempt, try_no });

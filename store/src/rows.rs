@@ -108,6 +108,26 @@ pub struct AttemptOutcome {
     pub final_result: Option<String>,
     /// What the attempt saw at each step, when its worker recorded it.
     pub observed: Option<crate::observations::Observed>,
+    /// What the app said of its memory and rendering around the attempt.
+    pub health: AppHealthRow,
+}
+
+/// The app's health around one attempt (`AppHealth`) in whole KiB and µs;
+/// `None` where the app did not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct AppHealthRow {
+    pub heap_start_kb: Option<i64>,
+    pub heap_end_kb: Option<i64>,
+    pub rss_start_kb: Option<i64>,
+    pub rss_end_kb: Option<i64>,
+    pub render_commits: Option<i64>,
+    pub render_us: Option<i64>,
+}
+
+impl AppHealthRow {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// A finished attempt as a run's update log replays it, in `seq` order.
@@ -218,6 +238,8 @@ pub struct CaseAttempt {
     pub ms: Option<i64>,
     pub finished_at: Option<i64>,
     pub error: Option<String>,
+    #[sqlx(flatten)]
+    pub health: AppHealthRow,
 }
 
 /// A case that cost retries: how often, and how often the retry passed.

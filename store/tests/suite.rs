@@ -506,6 +506,7 @@ fn passed(ms: i64, at: i64) -> AttemptOutcome {
         next_try: None,
         final_result: None,
         observed: None,
+        health: Default::default(),
     }
 }
 
@@ -659,7 +660,15 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     store.finish_attempt("2a", &failed(300, 2_100)).await.unwrap();
     store.queue("r2", "a", 2, 1, 2_100).await.unwrap();
     store.grant_lease(&lease("2a2", "r2", "a", 2, 1)).await.unwrap();
-    store.finish_attempt("2a2", &failed(350, 2_200)).await.unwrap();
+    let health = argus_store::AppHealthRow {
+        heap_start_kb: Some(42_496),
+        heap_end_kb: Some(45_312),
+        rss_start_kb: Some(153_600),
+        rss_end_kb: None,
+        render_commits: Some(12),
+        render_us: Some(30_500),
+    };
+    store.finish_attempt("2a2", &AttemptOutcome { health, ..failed(350, 2_200) }).await.unwrap();
     store.set_case_result("r2", "a", "failed").await.unwrap();
     store.finish_run("r2", 2_300, &totals(0, 1, 1)).await.unwrap();
     store.finish_run("r2", 2_300, &totals(0, 1, 1)).await.unwrap();
@@ -693,6 +702,8 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     let seen: Vec<(&str, i64, Option<&str>)> =
         history.iter().map(|h| (h.run_id.as_str(), h.attempt, h.result.as_deref())).collect();
     assert_eq!(seen, [("r2", 2, Some("failed")), ("r2", 1, Some("failed")), ("r1", 1, Some("passed"))]);
+    assert_eq!(history[0].health, health, "the app's health is kept with its attempt");
+    assert!(history[1].health.is_empty(), "and left empty where the app said nothing");
     assert!(store.case_history("other", "a", 10).await.unwrap().is_empty(), "per project");
 
     let flaky = store.flaky_cases("shop", 0, 10).await.unwrap();

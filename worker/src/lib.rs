@@ -7,6 +7,7 @@ mod device_calls;
 pub mod device_log;
 pub mod discover;
 pub mod driver;
+mod health;
 pub mod link;
 pub mod live;
 pub mod metrics;

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use crate::camera::{AttemptFiles, HookCamera, Recording};
 use crate::device_log::DeviceLog;
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
+use crate::health::Health;
 use crate::live::{Live, Watched};
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::AppMark;
@@ -655,6 +656,7 @@ async fn run_lease(
         error,
         lease_to_first_call_us: 0,
         observed: None,
+        health: None,
     };
     let case = match parsed.case(lease).await {
         Ok(case) => case,
@@ -729,9 +731,13 @@ async fn run_lease(
     // The fingerprint is read while the runner lets the reset app settle
     // (its first call is `idle {300, 5000}`): it costs the attempt no time.
     let watched = Watched { device: driver, live: &slot.live };
+    // Read outside the steps' time: before the first and after the last.
+    let mut health = Health::of(driver, &case);
+    health.begin(driver).await;
     let (attempted, ()) =
         tokio::join!(run_attempt_with(&watched, &case, lease.attempt, &context, on_step), before.read(driver));
     let (mut attempt, mut observed) = (attempted.case, attempted.observed);
+    let health = health.end(driver).await;
     if let Some(observed) = observed.as_ref() {
         // The app's crashes, kept with the attempt's line: every attempt's,
         // not only the failures' whose records stay.
@@ -794,6 +800,7 @@ async fn run_lease(
         error: lost.unwrap_or_default(),
         lease_to_first_call_us,
         observed,
+        health,
     }
 }
 

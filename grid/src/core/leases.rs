@@ -382,6 +382,7 @@ impl Core {
                 Next::RunAgain { .. } => None,
             },
             observed,
+            health: health_row(result.health.as_ref()),
         };
         let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
         Some(Finished { key, result, line, outcome, seq, next })
@@ -490,5 +491,21 @@ impl Core {
             }
         }
         quarantines
+    }
+}
+
+/// The worker's `AppHealth` as the store keeps it (KiB, µs): a number that
+/// is not a finite size is left out rather than stored.
+fn health_row(health: Option<&grpc::AppHealth>) -> argus_store::AppHealthRow {
+    let Some(health) = health else { return argus_store::AppHealthRow::default() };
+    let whole = |value: f64, per: f64| (value.is_finite() && value >= 0.0).then(|| (value * per).round() as i64);
+    let kb = |mb: f64| whole(mb, 1024.0);
+    argus_store::AppHealthRow {
+        heap_start_kb: health.start.as_ref().and_then(|m| kb(m.heap_used_mb)),
+        heap_end_kb: health.end.as_ref().and_then(|m| kb(m.heap_used_mb)),
+        rss_start_kb: health.start.as_ref().and_then(|m| kb(m.rss_mb)),
+        rss_end_kb: health.end.as_ref().and_then(|m| kb(m.rss_mb)),
+        render_commits: health.render.as_ref().map(|r| i64::from(r.commits)),
+        render_us: health.render.as_ref().and_then(|r| whole(r.ms, 1000.0)),
     }
 }

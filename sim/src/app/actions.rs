@@ -3,6 +3,10 @@
 
 use super::*;
 
+fn round1(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
 impl App {
     pub(super) async fn reset(self: &Arc<Self>, params: Option<Value>) -> Outcome {
         let own = if self.model.file.commands.contains_key("reset") {
@@ -13,6 +17,7 @@ impl App {
         {
             let mut state = self.lock();
             state.stores = self.model.file.stores.clone();
+            state.resets += 1;
         }
         self.reset_to_root();
         Ok(own)
@@ -62,22 +67,40 @@ impl App {
                 }
             }
             // The agent's answer: `{recording}` on start, otherwise what was
-            // recorded since (a model has no render cost: nothing is).
+            // recorded since: every commit, at the model's `renderMs` each (the
+            // model keeps no per-route split, so `routes` stays empty).
             "profile" => {
                 let action = params.as_ref().and_then(|p| p.get("action")).and_then(Value::as_str);
                 let mut state = self.lock();
-                match action {
-                    Some("start") => {
-                        state.profiling = true;
-                        Ok(json!({ "recording": true }))
-                    }
-                    _ => {
-                        if action == Some("stop") {
-                            state.profiling = false;
-                        }
-                        Ok(json!({ "recording": state.profiling, "commits": 0, "ms": 0, "routes": {} }))
-                    }
+                if action == Some("start") {
+                    state.profiling = Some(state.commits);
+                    return Ok(json!({ "recording": true }));
                 }
+                let commits = state.profiling.map_or(0, |from| state.commits - from);
+                if action == Some("stop") {
+                    state.profiling = None;
+                }
+                let ms = (commits as f64 * self.model.file.render_ms * 10.0).round() / 10.0;
+                Ok(json!({ "recording": state.profiling.is_some(), "commits": commits, "ms": ms, "routes": {} }))
+            }
+            // The headless host's answer (spec §3.3), from the model's
+            // `memory`: the heap grows by its leak at every reset.
+            "memory" => {
+                let Some(memory) = &self.model.file.memory else {
+                    return Err(fail(format!("Unknown method {method}")));
+                };
+                let state = self.lock();
+                let leaked = f64::from(state.resets) * memory.leak_mb_per_reset;
+                let heap = memory.heap_mb + leaked;
+                Ok(json!({
+                    "heapUsedMb": round1(heap),
+                    "heapTotalMb": round1(heap * 1.5),
+                    "rssMb": round1(memory.rss_mb + leaked),
+                    "resets": state.resets,
+                    "roots": 1,
+                    "listeners": memory.listeners,
+                    "commands": self.model.commands().len(),
+                }))
             }
             _ => Err(fail(format!("Unknown method {method}"))),
         }

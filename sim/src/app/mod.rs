@@ -53,8 +53,11 @@ struct State {
     next_seq: u64,
     events: VecDeque<AppEvent>,
     stores: BTreeMap<String, Value>,
-    /// `profile {action: start}` was called and not stopped.
-    profiling: bool,
+    /// `profile {action: start}` was called and not stopped, and the
+    /// commit count then.
+    profiling: Option<u64>,
+    /// Resets since launch, for `memory`.
+    resets: u32,
 }
 
 pub struct App {
@@ -79,7 +82,8 @@ impl App {
             next_seq: 1,
             events: VecDeque::new(),
             stores: model.file.stores.clone(),
-            profiling: false,
+            profiling: None,
+            resets: 0,
         };
         let route = model.file.navigation.then(|| initial.name.clone());
         let app = Arc::new(Self { model, state: Mutex::new(state), route: watch::channel(route).0 });
