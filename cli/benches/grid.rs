@@ -28,9 +28,13 @@
 //!   comparison between grids with four webhooks (each format at a receiver
 //!   that takes 2 s to answer, and one where nothing listens) and none,
 //!   on suites where one case in twenty fails (a `case.failing` each).
+//! - with `--live`, instead: what the live view costs, the same comparison
+//!   between grids with the fleet page open (its script's reads of the
+//!   screens every 500 ms and of the fleet every second) and closed, and
+//!   the screens, bytes and extra screen reads per device per second.
 //!
 //! `cargo bench -p argus --bench grid [-- DEVICES[,DEVICES…] [CASES]
-//! [--records] [--webhooks] [--nightly[=CASES]]]`, default `64 1000`;
+//! [--records] [--webhooks] [--live] [--nightly[=CASES]]]`, default `64 1000`;
 //! `--records` measures the records' cost alone, `--webhooks` the
 //! webhooks', `--nightly` the records' weight alone (10,000 cases, on
 //! Postgres when there is one).
@@ -521,6 +525,118 @@ async fn webhooks_cost(store: &str, databases: &[String], devices: usize, cases:
     compare_paced(&with, &without);
 }
 
+/// A browser with the fleet page open, as its script reads the grid: the
+/// screens every 500 ms and the fleet every second, over HTTP, until
+/// `cancel`.
+async fn fleet_page(http: std::net::SocketAddr, cancel: CancellationToken) {
+    let mut tick = 0u64;
+    loop {
+        let _ = http_get(http, "/api/v1/fleet/screens").await;
+        if tick.is_multiple_of(2) {
+            let _ = http_get(http, "/api/v1/fleet").await;
+        }
+        tick += 1;
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// A plain HTTP/1.1 GET: the whole answer, headers and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// A counter's value in a Prometheus text exposition (0 when absent).
+fn counter(exposition: &str, name: &str) -> f64 {
+    exposition.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+/// What the live view sent while a grid ran: screens and bytes from the
+/// coordinator's `/metrics`, the workers' extra reads from their metrics
+/// (one registry for every worker of this process).
+async fn live_sent(http: std::net::SocketAddr) -> [f64; 3] {
+    let coordinator = http_get(http, "/metrics").await.unwrap_or_default();
+    let workers = argus_worker::metrics::render();
+    [
+        counter(&coordinator, "argus_live_screens_total"),
+        counter(&coordinator, "argus_live_screen_bytes_total"),
+        counter(&workers, "argus_worker_live_reads_total"),
+    ]
+}
+
+/// What the live view costs: the same suites on fresh grids with the fleet
+/// page open in a "browser" (its script's reads, every 500 ms) and closed,
+/// `ROUNDS` times each; and what it sent per device per second while open.
+async fn live_cost(store: &str, databases: &[String], devices: usize, cases: usize) {
+    let quick = cases.max(devices * 10);
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    // Per arm: screens, bytes and extra reads, device-seconds, attempts.
+    let mut sent = [[0.0f64; 5]; 2];
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+        for open in order {
+            let cancel = CancellationToken::new();
+            let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let http_addr = http.local_addr().unwrap();
+            let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
+            let database = &databases[round * 2 + usize::from(open)];
+            let url = grid_options(database, devices, true, options, &cancel).await;
+            if open {
+                tokio::spawn(fleet_page(http_addr, cancel.clone()));
+            }
+            // The page's first reads tell the workers; both arms wait alike.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let before = live_sent(http_addr).await;
+            let started = Instant::now();
+            let (cpu_before, _) = usage();
+            let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
+            let gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
+            let (cpu_after, _) = usage();
+            let seconds = started.elapsed().as_secs_f64();
+            let after = live_sent(http_addr).await;
+            let arm = &mut sent[usize::from(open)];
+            for i in 0..3 {
+                arm[i] += after[i] - before[i];
+            }
+            arm[3] += devices as f64 * seconds;
+            arm[4] += (quick + cases) as f64;
+            cancel.cancel();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let measured = Paced {
+                rate: quick as f64 / measured.wall.as_secs_f64(),
+                gap_mean: gaps.mean() / 1000.0,
+                gap_p50: ms(&gaps, 0.5),
+                gap_p99: ms(&gaps, 0.99),
+                cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
+                gaps,
+            };
+            if open { with.push(measured) } else { without.push(measured) }
+        }
+    }
+    println!(
+        "{store}, {devices} devices, the fleet page open (screens read every 500 ms) and closed, {ROUNDS} rounds of fresh grids, medians:"
+    );
+    for (arm, label) in [(1, "open"), (0, "closed")] {
+        let [screens, bytes, reads, device_seconds, attempts] = sent[arm];
+        println!(
+            "  live view, page {label:<6}: {:.2} screens and {:.0} bytes per device per second; {:.3} extra screen reads per device per second, {:.3} per attempt",
+            screens / device_seconds,
+            bytes / device_seconds,
+            reads / device_seconds,
+            reads / attempts
+        );
+    }
+    compare_paced(&with, &without);
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -689,8 +805,10 @@ fn main() {
     let cases: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
     // `--records`: the cost of step records alone.
     let records_only = std::env::args().any(|a| a == "--records");
-    // `--webhooks`: the cost of telling webhooks alone.
+    // `--webhooks`: the cost of telling webhooks alone; `--live`: the live
+    // view's, the fleet page open against closed.
     let webhooks_only = std::env::args().any(|a| a == "--webhooks");
+    let live_only = std::env::args().any(|a| a == "--live");
     // `--nightly[=CASES]`: the weight of a nightly's step records, alone.
     let nightly = std::env::args().find_map(|a| {
         a.strip_prefix("--nightly").map(|n| n.strip_prefix('=').and_then(|n| n.parse().ok()).unwrap_or(10_000))
@@ -711,21 +829,28 @@ fn main() {
             }
             return;
         }
-        if webhooks_only {
+        if webhooks_only || live_only {
+            let tag = if live_only { "live" } else { "told" };
             for devices in fleets.iter().copied() {
-                let files: Vec<_> = (0..2 * ROUNDS).map(|n| sqlite(&format!("told{n}"), devices)).collect();
+                let files: Vec<_> = (0..2 * ROUNDS).map(|n| sqlite(&format!("{tag}{n}"), devices)).collect();
                 let urls: Vec<String> = files.iter().map(|f| format!("sqlite:{}", f.display())).collect();
-                webhooks_cost("SQLite", &urls, devices, cases).await;
-                for file in files {
-                    let _ = std::fs::remove_file(file);
-                }
+                let mut stores = vec![("SQLite", urls)];
                 if let Some(admin) = &postgres {
                     let mut urls = Vec::new();
                     for n in 0..2 * ROUNDS {
-                        let name = format!("argus_grid_bench_{}_{devices}_told{n}", std::process::id());
+                        let name = format!("argus_grid_bench_{}_{devices}_{tag}{n}", std::process::id());
                         urls.push(Store::create_database(admin, &name).await.expect("the bench Postgres answers"));
                     }
-                    webhooks_cost("Postgres", &urls, devices, cases).await;
+                    stores.push(("Postgres", urls));
+                }
+                for (store, urls) in stores {
+                    match live_only {
+                        true => live_cost(store, &urls, devices, cases).await,
+                        false => webhooks_cost(store, &urls, devices, cases).await,
+                    }
+                }
+                for file in files {
+                    let _ = std::fs::remove_file(file);
                 }
             }
             return;

@@ -602,7 +602,7 @@ pub async fn serve_with(
     }
     let session_log = argus_webdriver::log::SessionLog::start(store.clone(), shutdown.clone(), &tasks);
     let calls = Arc::new(argus_grid::calls::DeviceCalls::default());
-    let live = Arc::new(argus_grid::live::LiveScreens::default());
+    let live = Arc::new(argus_grid::live::LiveScreens::counted(&metrics));
     {
         let live = live.clone();
         let span = tracing::info_span!("live view");

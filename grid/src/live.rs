@@ -9,7 +9,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use prometheus_client::metrics::counter::Counter;
 
 use argus_proto::grpc::{self, LiveScreen};
 use serde::Serialize;
@@ -27,20 +29,16 @@ pub struct LiveScreens {
     devices: Mutex<HashMap<String, DeviceLive>>,
     watched_until_ms: AtomicI64,
     watching: watch::Sender<bool>,
-    /// What workers sent for the live view: messages and encoded bytes.
-    pub received: AtomicU64,
-    pub received_bytes: AtomicU64,
+    /// What workers sent for the live view: messages and encoded bytes
+    /// (the coordinator's `argus_live_screens_total` and
+    /// `argus_live_screen_bytes_total`).
+    received: Counter,
+    received_bytes: Counter,
 }
 
 impl Default for LiveScreens {
     fn default() -> Self {
-        Self {
-            devices: Mutex::default(),
-            watched_until_ms: AtomicI64::new(0),
-            watching: watch::Sender::new(false),
-            received: AtomicU64::new(0),
-            received_bytes: AtomicU64::new(0),
-        }
+        Self::counted(&crate::metrics::Metrics::default())
     }
 }
 
@@ -54,14 +52,25 @@ pub struct DeviceLive {
 }
 
 impl LiveScreens {
+    /// Counting what arrives in `metrics`.
+    pub fn counted(metrics: &crate::metrics::Metrics) -> Self {
+        Self {
+            devices: Mutex::default(),
+            watched_until_ms: AtomicI64::new(0),
+            watching: watch::Sender::new(false),
+            received: metrics.live_screens.clone(),
+            received_bytes: metrics.live_screen_bytes.clone(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, DeviceLive>> {
         self.devices.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A screen `worker` sent for one of its slots.
     pub fn arrived(&self, worker: &str, mut screen: LiveScreen) {
-        self.received.fetch_add(1, Ordering::Relaxed);
-        self.received_bytes.fetch_add(prost::Message::encoded_len(&screen) as u64, Ordering::Relaxed);
+        self.received.inc();
+        self.received_bytes.inc_by(prost::Message::encoded_len(&screen) as u64);
         let id = format!("{worker}/{}", screen.slot);
         let mut devices = self.lock();
         let device = devices.entry(id).or_default();
@@ -212,7 +221,7 @@ mod tests {
         assert_eq!(ScreenView::of("w1/a", &one, 3).trace, ["line 147", "line 148", "line 149"]);
         live.worker_gone("w1");
         assert_eq!(live.all().iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["w2/a"]);
-        assert_eq!(live.received.load(Ordering::Relaxed), 151);
+        assert_eq!(live.received.get(), 151);
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct Metrics {
     pub sessions_started: Counter,
     sessions_ended: Family<KindLabel, Counter>,
     webdriver_seconds: Family<CommandLabels, Histogram>,
+    pub live_screens: Counter,
+    pub live_screen_bytes: Counter,
     /// Gauges are reset and set as one step at each scrape.
     scrape: Mutex<()>,
 }
@@ -127,7 +129,17 @@ impl Default for Metrics {
             "WebDriver commands by command and outcome (`ok` or the W3C error)",
             webdriver_seconds.clone(),
         );
+        let live_screens = Counter::default();
+        registry.register(
+            "live_screens",
+            "Screens workers sent for the live view (only while someone watches)",
+            live_screens.clone(),
+        );
+        let live_screen_bytes = Counter::default();
+        registry.register("live_screen_bytes", "Encoded bytes of the live view's screens", live_screen_bytes.clone());
         Self {
+            live_screens,
+            live_screen_bytes,
             lease_to_first_call,
             sessions_started,
             sessions_ended,
