@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use argus_proto::grpc::{self, fleet_client::FleetClient};
 use argus_sim::{Agent, AgentConfig, App, Model};
-use argus_store::Store;
+use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use hdrhistogram::Histogram;
 use tokio::net::TcpListener;
@@ -99,4 +99,115 @@ pub fn suite(cases: usize, name: &str, steps: &str) -> Vec<grpc::CaseFile> {
             grpc::CaseFile { path: format!("cases/{name}{file}.md"), source }
         })
         .collect()
+}
+
+/// A run of `cases` one-step cases written straight to the store, and a
+/// lease granted for each (on as many devices, or 64): what the store-alone
+/// measurements write results for.
+pub async fn leased_run(store: &Store, name: &str, cases: usize, grant: bool) -> Vec<NewLease> {
+    let id = format!("{name}{}", free_port());
+    let file = format!("cases/{name}.md");
+    let new_run = NewRun {
+        id: id.clone(),
+        project: "bench".into(),
+        branch: None,
+        commit: None,
+        trigger: None,
+        selector_json: "{}".into(),
+        config_json: "{}".into(),
+        retries: 0,
+        priority: 1,
+        detached: true,
+        rerun_of: None,
+        testowners: None,
+        started_at: 0,
+        manifest_json: "{}".into(),
+        files: vec![(file.clone(), String::new())],
+        cases: (0..cases)
+            .map(|i| NewCase {
+                case_id: format!("c{i}"),
+                file: file.clone(),
+                title: None,
+                ordinal: i as i64,
+                expected_ms: 1,
+                estimate_source: "default".into(),
+                muted: None,
+                owner: None,
+            })
+            .collect(),
+    };
+    store.create_run(&new_run).await.unwrap();
+    let leases: Vec<NewLease> = (0..cases)
+        .map(|i| NewLease {
+            id: format!("{id}-{i}"),
+            run_id: id.clone(),
+            case_id: format!("c{i}"),
+            attempt: 1,
+            try_no: 1,
+            device_id: format!("w/{}", i % 64),
+            worker_id: "w".into(),
+            platform: "ios".into(),
+            granted_at: 1,
+            deadline: 20_001,
+        })
+        .collect();
+    if grant {
+        assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    }
+    leases
+}
+
+/// A one-step pass, as a worker reports it.
+pub fn passed(seq: i64, observed: Option<argus_store::Observed>) -> AttemptOutcome {
+    AttemptOutcome {
+        result: Some("passed".into()),
+        infrastructure: false,
+        error: None,
+        finished_at: 2 + seq,
+        ms: 3,
+        run_case_json: Some(r#"{"id":"c","result":"passed","ms":3}"#.into()),
+        steps: vec![argus_store::StepRow {
+            step: "app.see #title".into(),
+            status: "passed".into(),
+            ms: 3,
+            error: None,
+        }],
+        seq,
+        next_try: None,
+        final_result: Some("passed".into()),
+        observed,
+        health: Default::default(),
+    }
+}
+
+/// A plain HTTP/1.1 GET: the whole answer, headers and body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// A counter's value in a Prometheus text exposition (0 when absent).
+pub fn counter(exposition: &str, name: &str) -> f64 {
+    exposition.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+/// The store alone, for as many attempts: every lease in one transaction,
+/// every result in another, as the owner task does per burst at best.
+pub async fn store_alone(database: &str, attempts: usize) -> (f64, f64) {
+    let store = Store::open(database).await.unwrap();
+    let leases = leased_run(&store, "alone", attempts, false).await;
+    let started = Instant::now();
+    assert!(store.grant_leases(&leases).await.unwrap().iter().all(|g| *g));
+    let leasing = started.elapsed();
+    let results: Vec<(String, AttemptOutcome)> = leases.iter().map(|l| (l.id.clone(), passed(1, None))).collect();
+    let started = Instant::now();
+    assert!(store.finish_attempts(&results).await.unwrap().iter().all(Result::is_ok));
+    let recording = started.elapsed();
+    store.close().await;
+    (attempts as f64 / leasing.as_secs_f64(), attempts as f64 / recording.as_secs_f64())
 }
