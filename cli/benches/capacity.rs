@@ -17,11 +17,11 @@
 //!   device (its own process, from /proc);
 //! - lease → device: from the lease's commit (coordinator clock) to the
 //!   stand-in holding it, p50/p99;
-//! - a big run (`--big`, default 100,000 cases): its submit time and
-//!   attempts per second.
+//! - a big run (`--big`, default the most cases a suite may hold): its
+//!   submit time and attempts per second.
 //!
 //! `cargo bench -p argus --bench capacity [-- DEVICES[,DEVICES…] [CASES]
-//! [--workers-per=N] [--runs=N] [--big=N]]`, default `1000,10000 30000`,
+//! [--workers-per=N] [--runs=N] [--big=N]]`, default `1000,10000 10000`,
 //! 50 devices per worker stream up to 100 streams, 4 concurrent runs.
 //! Postgres from `ARGUS_BENCH_POSTGRES_URL` (or `ARGUS_TEST_POSTGRES_URL`;
 //! give it a server with fsync on, as a team runs it); SQLite without one.
@@ -303,10 +303,11 @@ impl Options {
                 .first()
                 .map(|a| a.split(',').filter_map(|n| n.parse().ok()).collect())
                 .unwrap_or_else(|| vec![1_000, 10_000]),
-            cases: positional.get(1).and_then(|a| a.parse().ok()).unwrap_or(30_000),
+            cases: positional.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000),
             per_worker: flag("--workers-per", 0),
             runs: flag("--runs", 4),
-            big: flag("--big", 100_000),
+            // A suite may hold 10,000 cases today (`MAX_SUITE_CASES`).
+            big: flag("--big", argus_cases::suite::MAX_SUITE_CASES),
         }
     }
 }
@@ -332,7 +333,8 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
     tokio::spawn(seed);
     wait_for_devices(&coordinator.url, 1).await;
     let url = coordinator.url.clone();
-    let waiting = tokio::spawn(async move { through(&url, 1, devices + 1, ONE_STEP).await });
+    let runs = (devices + 1).div_ceil(argus_cases::suite::MAX_SUITE_CASES);
+    let waiting = tokio::spawn(async move { through(&url, runs, (devices + 1).div_ceil(runs), ONE_STEP).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let joining = Instant::now();
     for w in 0..streams {
@@ -384,7 +386,8 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
 
     let (lease_rate, result_rate) = store_alone(&databases[1], options.cases).await;
     let alone = 1.0 / (1.0 / lease_rate + 1.0 / result_rate);
-    println!("{store}, {devices} stand-in devices on {streams} worker streams:");
+    let plural = if streams == 1 { "" } else { "s" };
+    println!("{store}, {devices} stand-in devices on {streams} worker stream{plural}:");
     println!("  {:<52} {:>8.2} s", "all joining at once, until each holds a lease", joined.as_secs_f64());
     println!(
         "  {:<52} {:>8.1} KiB per device ({:.0} MiB empty, {:.0} MiB with the fleet, {:.0} MiB at the end)",
