@@ -441,7 +441,7 @@ impl Core {
                 run.platform = Some(device.platform.clone());
                 run.native = native;
             }
-            run.lines.push(line.clone());
+            run.add_line(line.clone());
         }
         self.follow(&run_id, &case_id, next, Some(device_id)).await;
     }
@@ -457,8 +457,8 @@ impl Core {
                 self.dispatch_due = true;
             }
             Next::Final(_) => {
-                if let Some(case) = self.runs.get_mut(run_id).and_then(|r| r.cases.get_mut(case_id)) {
-                    case.done = true;
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    run.case_done(case_id);
                 }
                 self.finish_run_if_done(run_id).await;
             }
@@ -474,13 +474,8 @@ impl Core {
             d.suspicion.ran(passed);
         }
         let Some(run) = self.runs.get(run_id).filter(|_| passed) else { return Vec::new() };
-        let suspects: Vec<String> = run
-            .lines
-            .iter()
-            .filter(|l| l.id == line.id && l.result == CaseResult::Failed)
-            .filter_map(|l| l.extra.get("device")?.get("id")?.as_str().map(str::to_owned))
-            .filter(|d| d != device_id)
-            .collect();
+        let failed_on = run.failed_on.get(&line.id).map_or(&[][..], Vec::as_slice);
+        let suspects: Vec<String> = failed_on.iter().filter(|d| *d != device_id).cloned().collect();
         let mut quarantines = Vec::new();
         for suspect in suspects {
             let Some(d) = self.devices.get_mut(&suspect) else { continue };

@@ -348,6 +348,9 @@ struct Run {
     config_json: String,
     sources: HashMap<String, String>,
     cases: HashMap<String, Case>,
+    /// How many of `cases` are not done ([`Run::case_done`]): whether the
+    /// run is over, without reading every case at every result.
+    undone: usize,
     started_at: i64,
     watchers: Vec<Watcher>,
     /// Goes on without a client.
@@ -357,7 +360,11 @@ struct Run {
     unwatched_since: Option<Instant>,
     /// Why it waits, while no device could take its pending attempts.
     waiting: Option<Waiting>,
+    /// Its finished attempts' lines, added by [`Run::add_line`].
     lines: Vec<RunCase>,
+    /// Per case, the devices its failed attempts ran on: what a later pass
+    /// counts against ([`Core::judge_device`]) without reading every line.
+    failed_on: HashMap<String, Vec<String>>,
     /// Every finished attempt and attempt taken back, in `seq` order: what a
     /// watcher that resumes after a `seq` is sent.
     log: Vec<grpc::RunUpdate>,
@@ -389,6 +396,25 @@ impl Run {
         if update.seq != 0 {
             self.log.push(update);
         }
+    }
+
+    /// `case_id` has its final result.
+    fn case_done(&mut self, case_id: &str) {
+        if let Some(case) = self.cases.get_mut(case_id)
+            && !std::mem::replace(&mut case.done, true)
+        {
+            self.undone -= 1;
+        }
+    }
+
+    /// A finished attempt's line.
+    fn add_line(&mut self, line: RunCase) {
+        if line.result == argus_proto::run::CaseResult::Failed
+            && let Some(device) = line.extra.get("device").and_then(|d| d.get("id")).and_then(|d| d.as_str())
+        {
+            self.failed_on.entry(line.id.clone()).or_default().push(device.to_owned());
+        }
+        self.lines.push(line);
     }
 
     /// A `seq` for the next finished attempt.

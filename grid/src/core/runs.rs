@@ -56,7 +56,7 @@ impl Core {
                     (c.case_id, case)
                 })
                 .collect();
-            let run = Run {
+            let mut run = Run {
                 id: row.id.clone(),
                 project: row.project.clone(),
                 branch: row.branch.clone().unwrap_or_default(),
@@ -66,6 +66,7 @@ impl Core {
                 priority: row.priority as u32,
                 config_json: row.config_json,
                 sources: self.store.run_files(&row.id).await?.into_iter().collect(),
+                undone: 0,
                 cases,
                 started_at: row.started_at,
                 watchers: Vec::new(),
@@ -80,10 +81,15 @@ impl Core {
                     .first()
                     .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
                 native: None,
-                lines,
+                lines: Vec::new(),
+                failed_on: HashMap::new(),
                 finished: None,
                 span: tracing::info_span!(parent: None, "run", run = %row.id, recovered = true),
             };
+            run.undone = run.cases.values().filter(|c| !c.done).count();
+            for line in lines {
+                run.add_line(line);
+            }
             info!(run = %row.id, "run taken up again after a restart");
             self.runs.insert(row.id, run);
         }
@@ -269,7 +275,7 @@ impl Core {
         traceparent: &str,
     ) -> grpc::SubmitResponse {
         let id = new_run.id.clone();
-        let run = Run {
+        let mut run = Run {
             id: id.clone(),
             project: new_run.project.clone(),
             branch: new_run.branch.clone().unwrap_or_default(),
@@ -279,6 +285,7 @@ impl Core {
             priority: new_run.priority,
             config_json: new_run.config_json,
             sources: new_run.files.into_iter().collect(),
+            undone: 0,
             cases: new_run
                 .cases
                 .iter()
@@ -295,6 +302,7 @@ impl Core {
             unwatched_since: Some(Instant::now()),
             waiting: None,
             lines: Vec::new(),
+            failed_on: HashMap::new(),
             log: Vec::new(),
             next_seq: 1,
             live_steps: Vec::new(),
@@ -303,6 +311,7 @@ impl Core {
             finished: None,
             span: tracing::info_span!(parent: None, "run", run = %id, project = %new_run.project),
         };
+        run.undone = run.cases.len();
         argus_proto::trace::set_parent(&run.span, traceparent);
         info!(run = %id, cases = run.cases.len(), selector = %run.selector.describe(), "run submitted");
         let from_history = new_run.cases.iter().any(|c| c.estimate_source == "history");
@@ -328,7 +337,7 @@ impl Core {
     /// if the store fails, the sweep tries again and watchers wait.
     pub(super) async fn finish_run_if_done(&mut self, run_id: &str) {
         let Some(run) = self.runs.get_mut(run_id) else { return };
-        if run.finished.is_some() || !run.cases.values().all(|c| c.done) {
+        if run.finished.is_some() || run.undone > 0 {
             return;
         }
         let finished_at = self.clock.now_ms();
