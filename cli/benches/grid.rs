@@ -294,6 +294,23 @@ struct Paced {
     gaps: Histogram<u64>,
 }
 
+impl Paced {
+    /// `results` one-step results in `wall`, the same-device `gaps` of the
+    /// timed run after them, and the CPU seconds both took over `attempts`.
+    fn of(results: usize, wall: Duration, gaps: Histogram<u64>, cpu_seconds: f64, attempts: usize) -> Self {
+        Self {
+            rate: results as f64 / wall.as_secs_f64(),
+            // The lines' times are whole milliseconds: the mean of many gaps
+            // resolves a fraction of one, where a percentile moves by whole ones.
+            gap_mean: gaps.mean() / 1000.0,
+            gap_p50: ms(&gaps, 0.5),
+            gap_p99: ms(&gaps, 0.99),
+            cpu_ms: cpu_seconds * 1000.0 / attempts as f64,
+            gaps,
+        }
+    }
+}
+
 async fn paced(database: &str, devices: usize, observe: bool, quick: usize, cases: usize) -> Paced {
     let cancel = CancellationToken::new();
     let url = grid_with(database, devices, observe, &cancel).await;
@@ -303,16 +320,7 @@ async fn paced(database: &str, devices: usize, observe: bool, quick: usize, case
     let (cpu_after, _) = usage();
     cancel.cancel();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    Paced {
-        rate: quick as f64 / measured.wall.as_secs_f64(),
-        // The lines' times are whole milliseconds: the mean of many gaps
-        // resolves a fraction of one, where a percentile moves by whole ones.
-        gap_mean: gaps.mean() / 1000.0,
-        gap_p50: ms(&gaps, 0.5),
-        gap_p99: ms(&gaps, 0.99),
-        cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
-        gaps,
-    }
+    Paced::of(quick, measured.wall, gaps, cpu_after - cpu_before, quick + cases)
 }
 
 /// A receiver that takes `delay` to answer each request (200), and counts
@@ -413,14 +421,7 @@ async fn webhooks_cost(store: &str, databases: &[String], devices: usize, cases:
             let (cpu_after, _) = usage();
             cancel.cancel();
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let measured = Paced {
-                rate: quick as f64 / wall.as_secs_f64(),
-                gap_mean: gaps.mean() / 1000.0,
-                gap_p50: ms(&gaps, 0.5),
-                gap_p99: ms(&gaps, 0.99),
-                cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
-                gaps,
-            };
+            let measured = Paced::of(quick, wall, gaps, cpu_after - cpu_before, quick + cases);
             if told { with.push(measured) } else { without.push(measured) }
         }
     }
@@ -501,14 +502,7 @@ async fn live_cost(store: &str, databases: &[String], devices: usize, cases: usi
             arm[4] += (quick + cases) as f64;
             cancel.cancel();
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let measured = Paced {
-                rate: quick as f64 / measured.wall.as_secs_f64(),
-                gap_mean: gaps.mean() / 1000.0,
-                gap_p50: ms(&gaps, 0.5),
-                gap_p99: ms(&gaps, 0.99),
-                cpu_ms: (cpu_after - cpu_before) * 1000.0 / (quick + cases) as f64,
-                gaps,
-            };
+            let measured = Paced::of(quick, measured.wall, gaps, cpu_after - cpu_before, quick + cases);
             if open { with.push(measured) } else { without.push(measured) }
         }
     }

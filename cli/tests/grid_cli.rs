@@ -1142,31 +1142,14 @@ fn an_apps_crash_is_kept_with_its_stack_on_the_attempt_and_grouped_on_the_run_pa
     )
     .unwrap();
     // The shop, with a command whose handler throws.
-    let model =
-        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml"))
-            .unwrap();
     let thrown = "TypeError: undefined is not an object (evaluating '<b>cart</b>.items')";
-    let crashing = model.replacen(
-        "commands:\n",
-        &format!("commands:\n  crash: {{ result: null, actions: [{{ crash: \"{thrown}\" }}] }}\n"),
-        1,
-    );
-    std::fs::write(scratch.join("crashing.yaml"), crashing).unwrap();
-    let (_coordinator, listen, http) = coordinator_on_free_ports(&scratch, &[]);
-    let url = format!("http://{listen}");
-    let port = free_port();
-    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
-    let _sim = Killed(
-        Command::new(ARGUS)
-            .args(["sim", "--model"])
-            .arg(scratch.join("crashing.yaml"))
-            .args(["--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_devices(&url, 1);
+    let (_grid, url, http) = grid_of_one_shop(&scratch, |model| {
+        model.replacen(
+            "commands:\n",
+            &format!("commands:\n  crash: {{ result: null, actions: [{{ crash: \"{thrown}\" }}] }}\n"),
+            1,
+        )
+    });
     let out = scratch.join("out");
     let run = Command::new(ARGUS)
         .current_dir(&scratch)
@@ -1211,26 +1194,9 @@ fn an_apps_memory_and_render_time_are_read_around_each_attempt_and_charted_on_it
     .unwrap();
     // The shop as a headless host that leaks 2 MB at every reset, each
     // React commit costing 1.5 ms.
-    let model =
-        std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml"))
-            .unwrap();
-    let leaky = format!("{model}\nrenderMs: 1.5\nmemory: {{ heapMb: 40, rssMb: 150, leakMbPerReset: 2 }}\n");
-    std::fs::write(scratch.join("leaky.yaml"), leaky).unwrap();
-    let (_coordinator, listen, http) = coordinator_on_free_ports(&scratch, &[]);
-    let url = format!("http://{listen}");
-    let port = free_port();
-    let _worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], &scratch));
-    let _sim = Killed(
-        Command::new(ARGUS)
-            .args(["sim", "--model"])
-            .arg(scratch.join("leaky.yaml"))
-            .args(["--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_devices(&url, 1);
+    let (_grid, url, http) = grid_of_one_shop(&scratch, |model| {
+        format!("{model}\nrenderMs: 1.5\nmemory: {{ heapMb: 40, rssMb: 150, leakMbPerReset: 2 }}\n")
+    });
     for _ in 0..3 {
         let run = Command::new(ARGUS)
             .current_dir(&scratch)
@@ -1244,8 +1210,8 @@ fn an_apps_memory_and_render_time_are_read_around_each_attempt_and_charted_on_it
     let history: serde_json::Value = serde_json::from_str(&body).unwrap();
     let attempts = history["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 3, "{body}");
-    // Newest first: each attempt began 2 MB (two resets: its own and the
-    // other case's) above the one before it.
+    // Newest first: each attempt began 4 MB above the one before it (two
+    // resets of 2 MB a run: its own and the other case's).
     let heap = |a: &serde_json::Value, key: &str| a["health"][key].as_i64().unwrap_or_else(|| panic!("{key}: {a}"));
     for pair in attempts.windows(2) {
         assert_eq!(heap(&pair[0], "heap_start_kb") - heap(&pair[1], "heap_start_kb"), 2 * 2 * 1024, "{body}");
@@ -1270,4 +1236,28 @@ fn an_apps_memory_and_render_time_are_read_around_each_attempt_and_charted_on_it
     assert!(page.contains("class=\"trend render\""), "{page}");
     assert_eq!(page.matches("class=\"dot heap-start\"").count(), 3, "{page}");
     std::fs::remove_dir_all(scratch).unwrap();
+}
+
+/// A grid of one device whose app is the shop's model as `change` makes it:
+/// what keeps it running, the coordinator's URL and its HTTP address.
+fn grid_of_one_shop(scratch: &std::path::Path, change: impl FnOnce(String) -> String) -> ([Killed; 3], String, String) {
+    let shop = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+    let model = scratch.join("app.yaml");
+    std::fs::write(&model, change(std::fs::read_to_string(shop).unwrap())).unwrap();
+    let (coordinator, listen, http) = coordinator_on_free_ports(scratch, &[]);
+    let url = format!("http://{listen}");
+    let port = free_port();
+    let worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], scratch));
+    let sim = Killed(
+        Command::new(ARGUS)
+            .args(["sim", "--model"])
+            .arg(&model)
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_devices(&url, 1);
+    ([coordinator, worker, sim], url, http)
 }
