@@ -1248,16 +1248,7 @@ fn grid_of_one_shop(scratch: &std::path::Path, change: impl FnOnce(String) -> St
     let url = format!("http://{listen}");
     let port = free_port();
     let worker = Killed(spawn(&["worker", "--coordinator", &url, "--ports", &port.to_string()], scratch));
-    let sim = Killed(
-        Command::new(ARGUS)
-            .args(["sim", "--model"])
-            .arg(&model)
-            .args(["--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let sim = Killed(sim_of(&model, port));
     wait_for_devices(&url, 1);
     ([coordinator, worker, sim], url, http)
 }

@@ -31,10 +31,14 @@ impl Sims {
 
 /// One simulated shop app dialing `port`.
 pub fn sim(port: u16) -> Child {
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+    sim_of(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml"), port)
+}
+
+/// One simulated app of `model` dialing `port`.
+pub fn sim_of(model: &Path, port: u16) -> Child {
     Command::new(ARGUS)
         .args(["sim", "--model"])
-        .arg(&model)
+        .arg(model)
         .args(["--port", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
