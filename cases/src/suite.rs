@@ -10,7 +10,7 @@ use crate::error::CaseError;
 use crate::format::{Case, parse_case};
 
 /// The most cases one suite may hold.
-pub const MAX_SUITE_CASES: usize = 10_000;
+pub const MAX_SUITE_CASES: usize = 100_000;
 
 /// Files lynkeus never takes for cases.
 fn is_case_file(path: &Path) -> bool {

@@ -248,9 +248,10 @@ fn now_us() -> i64 {
 }
 
 /// Submits `runs` runs of `cases` cases each at once and waits for all to
-/// end: the submit time of the first, and the wall time of all.
+/// end: the longest submit, and the time from the first run's acceptance to
+/// the last one's end (what flows through the coordinator, lease → result →
+/// next lease; the submit is measured on its own).
 async fn through(url: &str, runs: usize, cases: usize, steps: &str) -> (Duration, Duration) {
-    let started = Instant::now();
     let mut waiting = Vec::new();
     for n in 0..runs {
         let url = url.to_owned();
@@ -260,21 +261,24 @@ async fn through(url: &str, runs: usize, cases: usize, steps: &str) -> (Duration
             let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), ..Default::default() };
             let submitting = Instant::now();
             let run_id = client.submit(request).await.unwrap().into_inner().run_id;
-            let submit = submitting.elapsed();
+            let accepted = Instant::now();
             let mut updates = client.watch(grpc::WatchRequest { run_id, after_seq: 0 }).await.unwrap().into_inner();
             while let Some(update) = updates.message().await.unwrap() {
                 if let Some(run_update::Kind::RunFinished(_)) = update.kind {
                     break;
                 }
             }
-            submit
+            (accepted - submitting, accepted, Instant::now())
         }));
     }
-    let mut submit = Duration::ZERO;
+    let (mut submit, mut first, mut last) = (Duration::ZERO, None::<Instant>, None::<Instant>);
     for run in waiting {
-        submit = submit.max(run.await.unwrap());
+        let (took, accepted, ended) = run.await.unwrap();
+        submit = submit.max(took);
+        first = Some(first.map_or(accepted, |f| f.min(accepted)));
+        last = Some(last.map_or(ended, |l| l.max(ended)));
     }
-    (submit, started.elapsed())
+    (submit, last.unwrap() - first.unwrap())
 }
 
 const ONE_STEP: &str = "  - app.see: \"#title\"\n";
@@ -384,7 +388,7 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
     let (_, rss_after) = coordinator.usage();
     cancel.cancel();
 
-    let (lease_rate, result_rate) = store_alone(&databases[1], options.cases).await;
+    let (lease_rate, result_rate) = store_alone(&databases[1], options.cases, devices).await;
     let alone = 1.0 / (1.0 / lease_rate + 1.0 / result_rate);
     let plural = if streams == 1 { "" } else { "s" };
     println!("{store}, {devices} stand-in devices on {streams} worker stream{plural}:");

@@ -216,7 +216,7 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     let quick = cases.max(devices * 10);
     let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
     let rate = quick as f64 / measured.wall.as_secs_f64();
-    let (leases_alone, results_alone) = store_alone(database, quick).await;
+    let (leases_alone, results_alone) = store_alone(database, quick, quick).await;
     println!("{store}, {devices} devices, {quick} one-step cases:");
     println!(
         "  {:<46} {:>10.0}   store alone {:>8.0}   grid/store {:>5.2}",

@@ -21,7 +21,9 @@ pub struct FollowUp {
 
 /// Follows up to `batch` ended runs, oldest first; how many.
 pub async fn follow_up(store: &Store, policy: &FollowUp, batch: u32) -> Result<usize, StoreError> {
-    // Mutes end at their time, whether or not a run comes.
+    // What the runs that ended add to the flaky-and-slow summary, off the
+    // owner task; then mutes end at their time, whether or not a run comes.
+    store.count_ended_runs().await?;
     store.lift_expired_mutes(crate::time::now_ms()).await?;
     let runs = store.runs_to_follow_up(batch).await?;
     for run in &runs {

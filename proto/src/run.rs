@@ -234,16 +234,16 @@ impl RunCase {
 /// Totals as lynkeus counts them: over each case's **last** attempt, in the
 /// order given; `retried` counts cases whose last attempt is past the first.
 pub fn totals<'a>(attempts: impl IntoIterator<Item = &'a RunCase>) -> RunTotals {
-    let mut last: Vec<&RunCase> = Vec::new();
+    // Each case's last attempt, found by its id: a nightly run has 100,000.
+    let mut last: std::collections::HashMap<&str, &RunCase> = std::collections::HashMap::new();
     for attempt in attempts {
-        match last.iter_mut().find(|c| c.id == attempt.id) {
-            Some(slot) if attempt.attempt >= slot.attempt => *slot = attempt,
-            Some(_) => {}
-            None => last.push(attempt),
+        let slot = last.entry(attempt.id.as_str()).or_insert(attempt);
+        if attempt.attempt >= slot.attempt {
+            *slot = attempt;
         }
     }
     let mut totals = RunTotals { cases: last.len() as u64, ..RunTotals::default() };
-    for case in last {
+    for case in last.into_values() {
         match case.result {
             CaseResult::Passed => totals.passed += 1,
             CaseResult::Failed => totals.failed += 1,

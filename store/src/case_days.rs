@@ -1,9 +1,12 @@
 //! The flaky-and-slow summary (`case_days`, migration 0005). What a run's
-//! attempts add to it is written when the run ends, in the transaction that
-//! ends it, so that the page reads a few rows per case and day of its
-//! window however many attempts the history holds. Runs that ended before
-//! the summary existed are counted when the store opens, by the same
-//! statements.
+//! attempts add to it is counted once the run has ended, by the
+//! coordinator's follow-up ([`Store::count_ended_runs`], each second): not
+//! in the transaction that ends the run, which the owner task waits on, as
+//! counting a nightly run's 100,000 attempts takes a second or more. The
+//! page reads a few rows per case and day of its window however many
+//! attempts the history holds. Runs not counted yet (ended since the last
+//! pass, or before the summary existed) are counted when the store opens,
+//! by the same statements, and retention keeps them until they are.
 
 use super::{FlakyCase, SlowCase, Store, StoreError};
 
@@ -70,9 +73,9 @@ pub(super) async fn count_ended(tx: &mut Tx) -> Result<(), StoreError> {
 }
 
 impl Store {
-    /// Counts, in one transaction, every run that ended without being
-    /// counted: those that ended before the summary existed, or were
-    /// written by hand.
+    /// Counts, in one transaction, every run that ended and is not counted
+    /// yet: the coordinator's follow-up calls it each second, the store
+    /// when it opens.
     pub async fn count_ended_runs(&self) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         count_ended(&mut tx).await?;

@@ -65,6 +65,10 @@ const MIN_PAUSE: Duration = Duration::from_millis(5);
 /// Removes every run and session that started before `cutoff_ms`, oldest
 /// first, run by run, and each removed run's files from `artifacts`.
 pub async fn prune(store: &Store, artifacts: Option<&Artifacts>, cutoff_ms: i64) -> Result<Pruned, StoreError> {
+    // Only runs counted in the flaky-and-slow summary go, so that it keeps
+    // what they added: those that ended since the follow-up's last pass
+    // are counted first.
+    store.count_ended_runs().await?;
     let mut total = Pruned::default();
     loop {
         let runs = store.runs_to_prune(cutoff_ms, RUNS_PER_PASS).await?;

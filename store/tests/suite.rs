@@ -292,6 +292,8 @@ async fn old_runs_are_removed_whole_and_their_flakiness_stays(store: Store) {
     };
     let ends = [("s-old".to_owned(), 1_010, "deleted by its client".to_owned())];
     store.record_sessions(&[session("s-old", 1_000), session("s-new", 10_000)], &[], &ends).await.unwrap();
+    // The coordinator's follow-up counts ended runs in the summary.
+    store.count_ended_runs().await.unwrap();
     let flaky = store.flaky_cases("shop", 0, 10).await.unwrap();
     assert_eq!(flaky.iter().map(|f| (f.case_id.as_str(), f.passed_on_retry)).collect::<Vec<_>>(), [("c000", 1)]);
 
@@ -706,6 +708,8 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     assert!(history[1].health.is_empty(), "and left empty where the app said nothing");
     assert!(store.case_history("other", "a", 10).await.unwrap().is_empty(), "per project");
 
+    // The coordinator's follow-up counts ended runs in the summary.
+    store.count_ended_runs().await.unwrap();
     let flaky = store.flaky_cases("shop", 0, 10).await.unwrap();
     let seen: Vec<(&str, i64, i64)> =
         flaky.iter().map(|f| (f.case_id.as_str(), f.retries, f.passed_on_retry)).collect();

@@ -352,7 +352,7 @@ impl Core {
             Availability::Draining
         } else if d.session.is_some() {
             Availability::Held
-        } else if d.lease.is_some() {
+        } else if d.lease.is_some() || self.granting.as_ref().is_some_and(|g| g.devices.contains(&d.id)) {
             // Its app may be away in the attempt's own `before` hook (a
             // relaunch per attempt): it will be free again.
             Availability::Busy

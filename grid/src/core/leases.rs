@@ -61,9 +61,15 @@ impl Core {
     }
 
     /// Hands each idle device its next attempt (longest expected first, in
-    /// fair share): decides them all, commits every lease in one
-    /// transaction, then sends them.
+    /// fair share): decides them all and commits every lease in one
+    /// transaction, which runs while the owner records the next burst's
+    /// results (one dispatch's leases at a time); [`Core::granted`] sends
+    /// them once committed.
     pub(super) async fn dispatch(&mut self) {
+        if self.granting.is_some() {
+            // Devices freed meanwhile wait for the leases in flight.
+            return;
+        }
         self.dispatch_due = false;
         if self.pending.is_empty() && self.session_queue.is_empty() {
             return;
@@ -112,16 +118,40 @@ impl Core {
         if planned.is_empty() {
             return;
         }
+        // Committed on a connection of its own while the owner goes on with
+        // the next burst's results: the devices stay out of every dispatch
+        // until [`Core::granted`] sends the leases.
         let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
-        let granted = match self.store.grant_leases(&leases).await {
+        let store = self.store.clone();
+        let task = argus_proto::task::spawn("grant", async move { store.grant_leases(&leases).await });
+        self.granting =
+            Some(Granting { devices: planned.iter().map(|(_, l)| l.device_id.clone()).collect(), planned, task });
+    }
+
+    /// Waits for the leases being committed, if any, and acts on the answer:
+    /// what comes next for one of their runs (a cancel) finds them sent.
+    pub(super) async fn settle_grant(&mut self) {
+        if let Some(granting) = self.granting.as_mut() {
+            let answer = (&mut granting.task).await;
+            self.granted(answer).await;
+        }
+    }
+
+    /// The store's answer to the leases in flight: those committed go to
+    /// their devices; when the store failed, their attempts wait again and
+    /// the next dispatch tries again.
+    pub(super) async fn granted(&mut self, answer: Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError>) {
+        let Some(Granting { planned, .. }) = self.granting.take() else { return };
+        self.dispatch_due = true;
+        let answer =
+            answer.map_err(|e| format!("the grant task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
+        let granted = match answer {
             Ok(granted) => granted,
             Err(error) => {
-                warn!(%error, leases = leases.len(), "cannot commit leases; their attempts stay queued");
+                warn!(%error, leases = planned.len(), "cannot commit leases; their attempts stay queued");
                 for (pending, _) in planned {
                     self.pending.push(pending);
                 }
-                // Tried again at the next sweep, if nothing comes sooner.
-                self.dispatch_due = true;
                 return;
             }
         };

@@ -133,8 +133,10 @@ enum Command {
 /// The most device slots one worker may register.
 pub const MAX_DEVICES_PER_WORKER: usize = 1024;
 
-/// The most commands the owner task takes in one burst.
-const MAX_BURST: usize = 512;
+/// The most commands the owner task takes in one burst: a thousand devices'
+/// results and steps, whose writes then share a transaction (the store's
+/// cost per row falls with the rows per statement).
+const MAX_BURST: usize = 4096;
 
 /// Talks to the owner task.
 #[derive(Clone)]
@@ -432,6 +434,14 @@ impl Run {
     }
 }
 
+/// Leases being committed ([`Core::dispatch`]), and the attempts they are for.
+struct Granting {
+    planned: Vec<(Pending<Key>, NewLease)>,
+    /// Their devices, which no one else is offered meanwhile.
+    devices: std::collections::HashSet<String>,
+    task: tokio::task::JoinHandle<Result<Vec<bool>, StoreError>>,
+}
+
 /// A result on its way to the store.
 struct Finished {
     /// The attempt the store files it under.
@@ -464,6 +474,8 @@ struct Core {
     /// WebDriver sessions holding devices, and those waiting for one.
     sessions: HashMap<String, sessions::Holding>,
     session_queue: Vec<sessions::Waiting>,
+    /// Leases being committed: at most one dispatch's at a time.
+    granting: Option<Granting>,
     /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
     /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
@@ -550,6 +562,7 @@ pub async fn start(
         pending: Queue::default(),
         sessions: HashMap::new(),
         session_queue: Vec::new(),
+        granting: None,
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),
@@ -564,7 +577,7 @@ pub async fn start(
         records,
     };
     core.recover().await?;
-    let (tx, mut rx) = mpsc::channel::<Command>(1024);
+    let (tx, mut rx) = mpsc::channel::<Command>(2 * MAX_BURST);
     let task = argus_proto::task::spawn(
         "owner",
         tracing::Instrument::instrument(
@@ -576,6 +589,7 @@ pub async fn start(
                         // dropping the workers' and watchers' senders ends their
                         // streams.
                         _ = shutdown.cancelled() => {
+                            core.settle_grant().await;
                             core.settle().await;
                             info!(leases = core.leases.len(), "owner task stopped");
                             break;
@@ -594,6 +608,7 @@ pub async fn start(
                             None => break,
                         },
                         _ = sweep.tick() => core.sweep().await,
+                        answer = in_flight(&mut core.granting) => core.granted(answer).await,
                     }
                     // What the burst decided is written in a few statements,
                     // before any device is handed the attempts it queued.
@@ -799,6 +814,14 @@ impl Core {
         for id in ids {
             self.finish_run_if_done(&id).await;
         }
+    }
+}
+
+/// The store's answer to the leases in flight; never, when none are.
+async fn in_flight(granting: &mut Option<Granting>) -> Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError> {
+    match granting {
+        Some(granting) => (&mut granting.task).await,
+        None => std::future::pending().await,
     }
 }
 

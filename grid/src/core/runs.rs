@@ -390,6 +390,9 @@ impl Core {
             return Ok(());
         }
         let manifest = manifest_json(&RunManifest::started(iso(run.started_at)));
+        // Leases in flight are sent first, so that they are cancelled below
+        // with the rest: the store ends what it committed.
+        self.settle_grant().await;
         self.store.cancel_run(run_id, reason, self.clock.now_ms(), &manifest).await?;
         self.pending.remove_run(run_id);
         self.unqueued.retain(|(key, _)| key.run != run_id);
