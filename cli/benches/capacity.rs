@@ -247,6 +247,29 @@ fn now_us() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
 
+/// Watches a run until it ends, watching again after the last `seq` seen
+/// when the coordinator says this watch fell behind (as `argus run` does).
+async fn watch_to_end(client: &mut RunsClient<tonic::transport::Channel>, run_id: String) {
+    let mut after_seq = 0;
+    loop {
+        let request = grpc::WatchRequest { run_id: run_id.clone(), after_seq };
+        let mut updates = client.watch(request).await.unwrap().into_inner();
+        loop {
+            match updates.message().await {
+                Ok(Some(update)) => {
+                    after_seq = after_seq.max(update.seq);
+                    if let Some(run_update::Kind::RunFinished(_)) = update.kind {
+                        return;
+                    }
+                }
+                Ok(None) => panic!("the watch of {run_id} ended before the run"),
+                Err(status) if status.code() == tonic::Code::ResourceExhausted => break,
+                Err(status) => panic!("watching {run_id}: {status}"),
+            }
+        }
+    }
+}
+
 /// Submits `runs` runs of `cases` cases each at once and waits for all to
 /// end: the longest submit, and the time from the first run's acceptance to
 /// the last one's end (what flows through the coordinator, lease → result →
@@ -262,12 +285,7 @@ async fn through(url: &str, runs: usize, cases: usize, steps: &str) -> (Duration
             let submitting = Instant::now();
             let run_id = client.submit(request).await.unwrap().into_inner().run_id;
             let accepted = Instant::now();
-            let mut updates = client.watch(grpc::WatchRequest { run_id, after_seq: 0 }).await.unwrap().into_inner();
-            while let Some(update) = updates.message().await.unwrap() {
-                if let Some(run_update::Kind::RunFinished(_)) = update.kind {
-                    break;
-                }
-            }
+            watch_to_end(&mut client, run_id).await;
             (accepted - submitting, accepted, Instant::now())
         }));
     }
@@ -279,6 +297,43 @@ async fn through(url: &str, runs: usize, cases: usize, steps: &str) -> (Duration
         last = Some(last.map_or(ended, |l| l.max(ended)));
     }
     (submit, last.unwrap() - first.unwrap())
+}
+
+/// What a big submit costs the runs already going: a run of `others`
+/// cases flows on every device; its lease rate is read over the second
+/// before the big run is submitted and over the submit itself; once the big
+/// run is accepted the other is cancelled, and the big run goes through
+/// alone. The submit time, the others' lease rates before and during it,
+/// and the big run's wall and coordinator CPU time from acceptance to its
+/// end.
+async fn big_run(
+    coordinator: &Coordinator,
+    seen: &Seen,
+    cases: usize,
+    others: usize,
+) -> (Duration, f64, f64, Duration, f64) {
+    let mut client = RunsClient::connect(coordinator.url.clone()).await.unwrap();
+    let files = suite(others, "bg_", ONE_STEP);
+    let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), detach: true, ..Default::default() };
+    let background = client.submit(request).await.unwrap().into_inner().run_id;
+    let files = suite(cases, "big_", ONE_STEP);
+    // Flowing steadily first.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rate = |from: (Instant, usize)| {
+        let leased = seen.leased.load(Ordering::Relaxed) - from.1;
+        leased as f64 / from.0.elapsed().as_secs_f64()
+    };
+    let before = (Instant::now(), seen.leased.load(Ordering::Relaxed));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rate_before = rate(before);
+    let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), ..Default::default() };
+    let submitting = (Instant::now(), seen.leased.load(Ordering::Relaxed));
+    let run_id = client.submit(request).await.unwrap().into_inner().run_id;
+    let (submit, rate_during) = (submitting.0.elapsed(), rate(submitting));
+    let (accepted, (cpu, _)) = (Instant::now(), coordinator.usage());
+    client.cancel(grpc::CancelRequest { run_id: background }).await.unwrap();
+    watch_to_end(&mut client, run_id).await;
+    (submit, rate_before, rate_during, accepted.elapsed(), coordinator.usage().0 - cpu)
 }
 
 const ONE_STEP: &str = "  - app.see: \"#title\"\n";
@@ -382,9 +437,10 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
         wall,
         coordinator.usage().0 - cpu,
     );
-    let (cpu, _) = coordinator.usage();
-    let (big_submit, wall) = through(&coordinator.url, 1, options.big, ONE_STEP).await;
-    rate_of(format!("one-step cases, one run of {}", options.big), options.big, wall, coordinator.usage().0 - cpu);
+    let others = (devices * 20).clamp(options.cases, argus_cases::suite::MAX_SUITE_CASES);
+    seen.take();
+    let (big_submit, others_before, others_during, wall, cpu) = big_run(&coordinator, &seen, options.big, others).await;
+    rate_of(format!("one-step cases, one run of {}", options.big), options.big, wall, cpu);
     let (_, rss_after) = coordinator.usage();
     cancel.cancel();
 
@@ -416,7 +472,14 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
         result_rate,
         one_step / alone
     );
-    println!("  {:<52} {:>8.2} s", format!("submit of the {}-case run", options.big), big_submit.as_secs_f64());
+    println!(
+        "  {:<52} {:>8.2} s   another run's leases/s before {:.0}, during {:.0} ({:.2})",
+        format!("submit of the {}-case run", options.big),
+        big_submit.as_secs_f64(),
+        others_before,
+        others_during,
+        others_during / others_before
+    );
 }
 
 fn main() {

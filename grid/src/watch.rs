@@ -15,8 +15,11 @@ use argus_store::LogRow;
 /// What the Watch RPC answers.
 pub type WatchStream = Pin<Box<dyn Stream<Item = Result<grpc::RunUpdate, Status>> + Send>>;
 
-/// Updates a watcher may have queued beyond what it was replayed.
-pub const LIVE_CAPACITY: usize = 4096;
+/// Updates a watcher may have queued beyond what it was replayed: a few of
+/// the owner task's bursts (each of up to 4,096 commands publishes about as
+/// many updates: results, steps, the next attempts started) for a client
+/// that reads as fast as it can.
+pub const LIVE_CAPACITY: usize = 16_384;
 
 /// One client's stream, from the owner task's side.
 pub struct Watcher {
