@@ -154,6 +154,10 @@ pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Suite
 /// The largest case file a suite may carry.
 pub const MAX_FILE_BYTES: usize = 1 << 20;
 
+/// The most bytes of case files (paths and texts) one suite may carry: what
+/// one Submit message holds (the coordinator reads no larger one).
+pub const MAX_SUITE_BYTES: usize = 64 << 20;
+
 /// Parses and checks a suite given as `(path, text)` pairs, the way it
 /// travels to the grid: every problem, or every case in order. `suite` names
 /// the suite in problems that belong to no one file. The coordinator checks
@@ -164,6 +168,13 @@ pub fn check_sources(
     config: &CasesConfig,
     suite: &str,
 ) -> Result<Vec<Case>, Vec<CaseError>> {
+    // Too much to send in one Submit: said before anything is parsed.
+    let bytes: usize = files.iter().map(|(path, text)| path.len() + text.len()).sum();
+    if bytes > MAX_SUITE_BYTES {
+        let problem =
+            format!("{bytes} bytes of case files; a suite may have {MAX_SUITE_BYTES} (split it into several runs)");
+        return Err(vec![CaseError::new(suite, None, problem)]);
+    }
     let mut cases = Vec::new();
     let mut errors = Vec::new();
     for (file, text) in files {
@@ -198,7 +209,11 @@ pub fn check_sources(
         }
     }
     if cases.len() > MAX_SUITE_CASES {
-        errors.push(CaseError::new(suite, None, format!("{} cases; a suite may have {MAX_SUITE_CASES}", cases.len())));
+        errors.push(CaseError::new(
+            suite,
+            None,
+            format!("{} cases; a suite may have {MAX_SUITE_CASES} (split it into several runs)", cases.len()),
+        ));
     }
     if errors.is_empty() { Ok(cases) } else { Err(errors) }
 }
@@ -452,6 +467,18 @@ mod tests {
         assert_eq!(
             errors("cases/big.md", &big),
             [format!("cases/big.md: {} bytes; a case file may have {MAX_FILE_BYTES}", big.len())]
+        );
+        // More than one Submit carries, though each file is within bounds.
+        let config = CasesConfig::defaults(Path::new("."));
+        let files: Vec<(String, String)> =
+            (0..65).map(|n| (format!("cases/c{n}.md"), "#".repeat(MAX_FILE_BYTES - 20))).collect();
+        let total: usize = files.iter().map(|(p, t)| p.len() + t.len()).sum();
+        let refused = check_sources(&files, &config, "cases").unwrap_err();
+        assert_eq!(
+            refused.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [format!(
+                "cases: {total} bytes of case files; a suite may have {MAX_SUITE_BYTES} (split it into several runs)"
+            )]
         );
     }
 

@@ -726,7 +726,11 @@ pub async fn serve_with(
         // A JUnit report may be 16 MiB (Runs.Import).
         .add_service(tonic::service::interceptor::InterceptedService::new(
             RunsServer::new(services.clone())
-                .max_decoding_message_size(argus_grid::import::MAX_REPORT_BYTES + (1 << 20)),
+                // A suite's case files, or a JUnit report, and the request's
+                // other fields.
+                .max_decoding_message_size(
+                    argus_cases::suite::MAX_SUITE_BYTES.max(argus_grid::import::MAX_REPORT_BYTES) + (1 << 20),
+                ),
             client_check.clone(),
         ))
         .add_service(FleetServer::with_interceptor(services, client_check))
