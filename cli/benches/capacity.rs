@@ -331,6 +331,7 @@ async fn big_run(
     let before = (Instant::now(), seen.leased.load(Ordering::Relaxed));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rate_before = rate(before);
+    assert!(rate_before > 0.0, "the other run of {others} cases ended before the submit: give it more");
     let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), ..Default::default() };
     let submitting = (Instant::now(), seen.leased.load(Ordering::Relaxed));
     let run_id = client.submit(request).await.unwrap().into_inner().run_id;
@@ -442,7 +443,8 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
         wall,
         coordinator.usage().0 - cpu,
     );
-    let others = (devices * 20).clamp(options.cases, argus_cases::suite::MAX_SUITE_CASES);
+    // Enough to flow through the wait, the second before and the submit.
+    let others = (devices * 20).max(options.cases).clamp(20_000, argus_cases::suite::MAX_SUITE_CASES);
     seen.take();
     let (big_submit, others_before, others_during, wall, cpu) = big_run(&coordinator, &seen, options.big, others).await;
     rate_of(format!("one-step cases, one run of {}", options.big), options.big, wall, cpu);
