@@ -10,6 +10,10 @@ impl Core {
     /// store cannot be told, the lease stays (and its device with it) and
     /// the sweep tries again: nothing is forgotten on an error.
     pub(super) async fn take_back(&mut self, lease_id: &str, reason: &str) {
+        if self.finishing.contains(lease_id) {
+            // Its result is being written: the store's answer ends it.
+            return;
+        }
         let Some(mut lease) = self.leases.remove(lease_id) else { return };
         let (reason, seq) = match lease.revoking.clone() {
             Some(revoking) => revoking,
@@ -271,14 +275,19 @@ impl Core {
         self.record_results(prepared, false).await;
     }
 
-    /// Writes prepared results and applies those the store took. When the
-    /// store fails they are kept, with their `seq`, and tried again at the
-    /// next sweep (`again`): a result refused then as no longer current,
+    /// Writes prepared results, in a task of their own so that the owner
+    /// takes the next burst meanwhile, and applies those the store took once
+    /// it answers ([`Core::recorded`]), in the order they were written. When
+    /// the store fails they are kept, with their `seq`, and tried again at
+    /// the next sweep (`again`): a result refused then as no longer current,
     /// whose lease this coordinator still holds, was committed by the try
     /// whose answer was lost (only this task ends leases), and is applied.
     pub(super) async fn record_results(&mut self, prepared: Vec<Finished>, again: bool) {
         if prepared.is_empty() {
             return;
+        }
+        if self.recording.len() >= MAX_RECORDING {
+            self.settle_recording(1).await;
         }
         // A pass's step record goes to the records' writer, after its
         // result, when it has room ([`super::records`]).
@@ -296,7 +305,32 @@ impl Core {
                 (f.result.lease_id.clone(), outcome)
             })
             .collect();
-        let recorded = match self.store.finish_attempts(&outcomes).await {
+        self.finishing.extend(prepared.iter().map(|f| f.result.lease_id.clone()));
+        let store = self.store.clone();
+        let task = argus_proto::task::spawn("record results", async move { store.finish_attempts(&outcomes).await });
+        self.recording.push_back(Recording { prepared, permits, again, task });
+    }
+
+    /// Waits for the oldest `count` result writes in flight (all of them
+    /// with `usize::MAX`) and applies what the store took: before anything
+    /// that may end their leases another way (a worker gone, a cancel, the
+    /// sweep).
+    pub(super) async fn settle_recording(&mut self, count: usize) {
+        for _ in 0..count {
+            let Some(recording) = self.recording.front_mut() else { return };
+            let answer = (&mut recording.task).await;
+            self.recorded(answer).await;
+        }
+    }
+
+    /// The store's answer to the oldest result write in flight.
+    pub(super) async fn recorded(&mut self, answer: Result<RecordAnswer, tokio::task::JoinError>) {
+        let Some(Recording { prepared, permits, again, .. }) = self.recording.pop_front() else { return };
+        for finished in &prepared {
+            self.finishing.remove(&finished.result.lease_id);
+        }
+        let answer = answer.map_err(|e| format!("the task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
+        let recorded = match answer {
             Ok(recorded) => recorded,
             Err(error) => {
                 warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");

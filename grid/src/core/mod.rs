@@ -442,6 +442,23 @@ struct Granting {
     task: tokio::task::JoinHandle<Result<Vec<bool>, StoreError>>,
 }
 
+/// What the store answers a burst's results: each result's key, or why it
+/// was refused.
+type RecordAnswer = Result<Vec<Result<argus_store::AttemptKey, StoreError>>, StoreError>;
+
+/// A burst's results being written ([`Core::record_results`]).
+struct Recording {
+    prepared: Vec<Finished>,
+    /// Room in the records' writer for each passing result's step record.
+    permits: Vec<Option<mpsc::OwnedPermit<records::Item>>>,
+    /// A try again of results the store failed to take.
+    again: bool,
+    task: tokio::task::JoinHandle<RecordAnswer>,
+}
+
+/// The most bursts of results written at once.
+const MAX_RECORDING: usize = 2;
+
 /// A result on its way to the store.
 struct Finished {
     /// The attempt the store files it under.
@@ -476,6 +493,10 @@ struct Core {
     session_queue: Vec<sessions::Waiting>,
     /// Leases being committed: at most one dispatch's at a time.
     granting: Option<Granting>,
+    /// Bursts of results being written, oldest first ([`MAX_RECORDING`]).
+    recording: std::collections::VecDeque<Recording>,
+    /// Their leases: what nothing else may end meanwhile.
+    finishing: std::collections::HashSet<String>,
     /// Results the store failed to take, tried again at each sweep.
     unrecorded: Vec<Finished>,
     /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
@@ -563,6 +584,8 @@ pub async fn start(
         sessions: HashMap::new(),
         session_queue: Vec::new(),
         granting: None,
+        recording: Default::default(),
+        finishing: Default::default(),
         unrecorded: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),
@@ -589,8 +612,11 @@ pub async fn start(
                         // dropping the workers' and watchers' senders ends their
                         // streams.
                         _ = shutdown.cancelled() => {
+                            core.settle_recording(usize::MAX).await;
                             core.settle_grant().await;
                             core.settle().await;
+                            // What settling wrote again, applied.
+                            core.settle_recording(usize::MAX).await;
                             info!(leases = core.leases.len(), "owner task stopped");
                             break;
                         }
@@ -607,8 +633,14 @@ pub async fn start(
                             }
                             None => break,
                         },
-                        _ = sweep.tick() => core.sweep().await,
+                        _ = sweep.tick() => {
+                            // What it may end (expired leases, runs nobody
+                            // watches) has its results applied first.
+                            core.settle_recording(usize::MAX).await;
+                            core.sweep().await;
+                        }
                         answer = in_flight(&mut core.granting) => core.granted(answer).await,
+                        answer = oldest(&mut core.recording) => core.recorded(answer).await,
                     }
                     // What the burst decided is written in a few statements,
                     // before any device is handed the attempts it queued.
@@ -649,6 +681,9 @@ impl Core {
                 }
                 command => {
                     self.attempts_finished(std::mem::take(&mut results)).await;
+                    // It may end leases another way (a worker gone, a
+                    // cancel): the results before it are applied first.
+                    self.settle_recording(usize::MAX).await;
                     self.handle(command).await;
                 }
             }
@@ -821,6 +856,14 @@ impl Core {
 async fn in_flight(granting: &mut Option<Granting>) -> Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError> {
     match granting {
         Some(granting) => (&mut granting.task).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The store's answer to the oldest results being written; never, when none are.
+async fn oldest(recording: &mut std::collections::VecDeque<Recording>) -> Result<RecordAnswer, tokio::task::JoinError> {
+    match recording.front_mut() {
+        Some(recording) => (&mut recording.task).await,
         None => std::future::pending().await,
     }
 }
