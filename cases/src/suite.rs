@@ -140,8 +140,14 @@ pub fn load(paths: &[PathBuf], config: &CasesConfig, cwd: &Path) -> Result<Suite
             Err(e) => errors.push(CaseError::new(&file, None, e.to_string())),
         }
     }
-    let shown_dir = shown(&config.dir, cwd);
-    match check_sources(&sources, config, &shown_dir) {
+    // What the user named (the configured folder when nothing): what a
+    // problem of the whole suite is said of.
+    let named = if paths.is_empty() {
+        shown(&config.dir, cwd)
+    } else {
+        paths.iter().map(|p| shown(&cwd.join(p), cwd)).collect::<Vec<_>>().join(", ")
+    };
+    match check_sources(&sources, config, &named) {
         Ok(cases) if errors.is_empty() => Ok(Suite { root, cases }),
         Ok(_) => Err(errors),
         Err(more) => {
