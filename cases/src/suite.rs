@@ -607,6 +607,24 @@ mod tests {
     }
 
     #[test]
+    fn a_suite_too_big_is_said_of_the_folders_given() {
+        let padding = "#".repeat(MAX_FILE_BYTES - 100);
+        let files: Vec<(String, String)> = (0..65)
+            .map(|n| (format!("nightly/c{n}.md"), format!("---\nid: c{n}\n---\nsteps: []\n{padding}")))
+            .collect();
+        let named: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        let root = project(&named);
+        let errors = load(&[PathBuf::from("nightly")], &CasesConfig::defaults(&root), &root).unwrap_err();
+        assert_eq!(errors.len(), 1, "refused before parsing: {errors:?}");
+        let said = errors[0].to_string();
+        assert!(
+            said.starts_with("nightly: ") && said.contains(&format!("a suite may have {MAX_SUITE_BYTES}")),
+            "{said}"
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
     fn a_suite_anywhere_is_named_from_its_own_folder() {
         let root = project(&[
             ("e2e/cases/a.md", "---\nid: a\n---\nsteps: []\n"),
