@@ -132,42 +132,6 @@ impl Core {
             Some(Granting { devices: planned.iter().map(|(_, l)| l.device_id.clone()).collect(), planned, task });
     }
 
-    /// Waits for the leases being committed, if any, and acts on the answer:
-    /// what comes next for one of their runs (a cancel) finds them sent.
-    pub(super) async fn settle_grant(&mut self) {
-        if let Some(granting) = self.granting.as_mut() {
-            let answer = (&mut granting.task).await;
-            self.granted(answer).await;
-        }
-    }
-
-    /// The store's answer to the leases in flight: those committed go to
-    /// their devices; when the store failed, their attempts wait again and
-    /// the next dispatch tries again.
-    pub(super) async fn granted(&mut self, answer: Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError>) {
-        let Some(Granting { planned, .. }) = self.granting.take() else { return };
-        self.dispatch_due = true;
-        let answer =
-            answer.map_err(|e| format!("the grant task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
-        let granted = match answer {
-            Ok(granted) => granted,
-            Err(error) => {
-                warn!(%error, leases = planned.len(), "cannot commit leases; their attempts stay queued");
-                for (pending, _) in planned {
-                    self.pending.push(pending);
-                }
-                return;
-            }
-        };
-        for ((pending, lease), granted) in planned.into_iter().zip(granted) {
-            if granted {
-                self.send_lease(lease, pending.key).await;
-            } else {
-                warn!(case = %pending.key.case, "the attempt is no longer pending; not leased");
-            }
-        }
-    }
-
     /// The lease `device_id` would get for `key`. The owner task must not
     /// panic on a state it did not expect: a missing device, run or case
     /// leaves the attempt queued, with a log.
@@ -309,58 +273,6 @@ impl Core {
         let store = self.store.clone();
         let task = argus_proto::task::spawn("record results", async move { store.finish_attempts(&outcomes).await });
         self.recording.push_back(Recording { prepared, permits, again, task });
-    }
-
-    /// Waits for the oldest `count` result writes in flight (all of them
-    /// with `usize::MAX`) and applies what the store took: before anything
-    /// that may end their leases another way (a worker gone, a cancel, the
-    /// sweep).
-    pub(super) async fn settle_recording(&mut self, count: usize) {
-        for _ in 0..count {
-            let Some(recording) = self.recording.front_mut() else { return };
-            let answer = (&mut recording.task).await;
-            self.recorded(answer).await;
-        }
-    }
-
-    /// The store's answer to the oldest result write in flight.
-    pub(super) async fn recorded(&mut self, answer: Result<RecordAnswer, tokio::task::JoinError>) {
-        let Some(Recording { prepared, permits, again, .. }) = self.recording.pop_front() else { return };
-        for finished in &prepared {
-            self.finishing.remove(&finished.result.lease_id);
-        }
-        let answer = answer.map_err(|e| format!("the task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
-        let recorded = match answer {
-            Ok(recorded) => recorded,
-            Err(error) => {
-                warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");
-                self.unrecorded.extend(prepared);
-                return;
-            }
-        };
-        for ((finished, recorded), permit) in prepared.into_iter().zip(recorded).zip(permits) {
-            let held = self.leases.get(&finished.result.lease_id).is_some_and(|l| l.revoking.is_none());
-            let taken = match recorded {
-                Ok(_) => true,
-                Err(_) if again && held => true,
-                Err(error) => {
-                    warn!(%error, "late result refused (fencing)");
-                    false
-                }
-            };
-            if !taken {
-                continue;
-            }
-            if let (Some(permit), Some(observed)) = (permit, finished.outcome.observed.clone()) {
-                permit.send(super::records::Item::Record(Box::new(argus_store::ObservedAttempt {
-                    key: finished.key.clone(),
-                    result: finished.outcome.result.clone().unwrap_or_default(),
-                    finished_at: finished.outcome.finished_at,
-                    observed,
-                })));
-            }
-            self.apply_result(finished).await;
-        }
     }
 
     /// A result checked against its lease, with what the store records. A

@@ -3,7 +3,8 @@
 //! acted on. gRPC handlers talk to it through [`Handle`].
 //!
 //! This module holds the task's state and its loop; what it does is split
-//! by concern: [`fleet`] (workers and devices), [`runs`] and [`leases`].
+//! by concern: [`fleet`] (workers and devices), [`runs`], [`leases`] and
+//! [`in_flight`] (the writes the owner does not wait on).
 //! What follows an attempt is decided in [`crate::policy`].
 
 use std::collections::HashMap;
@@ -30,12 +31,15 @@ use argus_store::{
 };
 
 mod fleet;
+mod in_flight;
 mod leases;
 mod records;
 mod runs;
 mod sessions;
 
 pub use sessions::{Grant, Granted, SessionAsk};
+
+use in_flight::{Granting, MAX_RECORDING, Recording, in_flight, oldest};
 
 use fleet::device_record;
 
@@ -434,31 +438,6 @@ impl Run {
     }
 }
 
-/// Leases being committed ([`Core::dispatch`]), and the attempts they are for.
-struct Granting {
-    planned: Vec<(Pending<Key>, NewLease)>,
-    /// Their devices, which no one else is offered meanwhile.
-    devices: std::collections::HashSet<String>,
-    task: tokio::task::JoinHandle<Result<Vec<bool>, StoreError>>,
-}
-
-/// What the store answers a burst's results: each result's key, or why it
-/// was refused.
-type RecordAnswer = Result<Vec<Result<argus_store::AttemptKey, StoreError>>, StoreError>;
-
-/// A burst's results being written ([`Core::record_results`]).
-struct Recording {
-    prepared: Vec<Finished>,
-    /// Room in the records' writer for each passing result's step record.
-    permits: Vec<Option<mpsc::OwnedPermit<records::Item>>>,
-    /// A try again of results the store failed to take.
-    again: bool,
-    task: tokio::task::JoinHandle<RecordAnswer>,
-}
-
-/// The most bursts of results written at once.
-const MAX_RECORDING: usize = 2;
-
 /// A result on its way to the store.
 struct Finished {
     /// The attempt the store files it under.
@@ -849,22 +828,6 @@ impl Core {
         for id in ids {
             self.finish_run_if_done(&id).await;
         }
-    }
-}
-
-/// The store's answer to the leases in flight; never, when none are.
-async fn in_flight(granting: &mut Option<Granting>) -> Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError> {
-    match granting {
-        Some(granting) => (&mut granting.task).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The store's answer to the oldest results being written; never, when none are.
-async fn oldest(recording: &mut std::collections::VecDeque<Recording>) -> Result<RecordAnswer, tokio::task::JoinError> {
-    match recording.front_mut() {
-        Some(recording) => (&mut recording.task).await,
-        None => std::future::pending().await,
     }
 }
 

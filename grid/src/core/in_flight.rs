@@ -1,0 +1,140 @@
+//! The owner task's writes in flight: a dispatch's leases and up to
+//! [`MAX_RECORDING`] bursts of results commit in tasks of their own while
+//! the owner goes on; each answer is acted on in the owner, in order.
+
+use super::*;
+
+/// Leases being committed ([`Core::dispatch`]), and the attempts they are for.
+pub(super) struct Granting {
+    pub(super) planned: Vec<(Pending<Key>, NewLease)>,
+    /// Their devices, which no one else is offered meanwhile.
+    pub(super) devices: std::collections::HashSet<String>,
+    pub(super) task: tokio::task::JoinHandle<Result<Vec<bool>, StoreError>>,
+}
+
+/// What the store answers a burst's results: each result's key, or why it
+/// was refused.
+pub(super) type RecordAnswer = Result<Vec<Result<argus_store::AttemptKey, StoreError>>, StoreError>;
+
+/// A burst's results being written ([`Core::record_results`]).
+pub(super) struct Recording {
+    pub(super) prepared: Vec<Finished>,
+    /// Room in the records' writer for each passing result's step record.
+    pub(super) permits: Vec<Option<mpsc::OwnedPermit<records::Item>>>,
+    /// A try again of results the store failed to take.
+    pub(super) again: bool,
+    pub(super) task: tokio::task::JoinHandle<RecordAnswer>,
+}
+
+/// The most bursts of results written at once.
+pub(super) const MAX_RECORDING: usize = 2;
+
+/// The store's answer to the leases in flight; never, when none are.
+pub(super) async fn in_flight(
+    granting: &mut Option<Granting>,
+) -> Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError> {
+    match granting {
+        Some(granting) => (&mut granting.task).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The store's answer to the oldest results being written; never, when none are.
+pub(super) async fn oldest(
+    recording: &mut std::collections::VecDeque<Recording>,
+) -> Result<RecordAnswer, tokio::task::JoinError> {
+    match recording.front_mut() {
+        Some(recording) => (&mut recording.task).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Core {
+    /// Waits for the leases being committed, if any, and acts on the answer:
+    /// what comes next for one of their runs (a cancel) finds them sent.
+    pub(super) async fn settle_grant(&mut self) {
+        if let Some(granting) = self.granting.as_mut() {
+            let answer = (&mut granting.task).await;
+            self.granted(answer).await;
+        }
+    }
+
+    /// The store's answer to the leases in flight: those committed go to
+    /// their devices; when the store failed, their attempts wait again and
+    /// the next dispatch tries again.
+    pub(super) async fn granted(&mut self, answer: Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError>) {
+        let Some(Granting { planned, .. }) = self.granting.take() else { return };
+        self.dispatch_due = true;
+        let answer =
+            answer.map_err(|e| format!("the grant task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
+        let granted = match answer {
+            Ok(granted) => granted,
+            Err(error) => {
+                warn!(%error, leases = planned.len(), "cannot commit leases; their attempts stay queued");
+                for (pending, _) in planned {
+                    self.pending.push(pending);
+                }
+                return;
+            }
+        };
+        for ((pending, lease), granted) in planned.into_iter().zip(granted) {
+            if granted {
+                self.send_lease(lease, pending.key).await;
+            } else {
+                warn!(case = %pending.key.case, "the attempt is no longer pending; not leased");
+            }
+        }
+    }
+
+    /// Waits for the oldest `count` result writes in flight (all of them
+    /// with `usize::MAX`) and applies what the store took: before anything
+    /// that may end their leases another way (a worker gone, a cancel, the
+    /// sweep).
+    pub(super) async fn settle_recording(&mut self, count: usize) {
+        for _ in 0..count {
+            let Some(recording) = self.recording.front_mut() else { return };
+            let answer = (&mut recording.task).await;
+            self.recorded(answer).await;
+        }
+    }
+
+    /// The store's answer to the oldest result write in flight.
+    pub(super) async fn recorded(&mut self, answer: Result<RecordAnswer, tokio::task::JoinError>) {
+        let Some(Recording { prepared, permits, again, .. }) = self.recording.pop_front() else { return };
+        for finished in &prepared {
+            self.finishing.remove(&finished.result.lease_id);
+        }
+        let answer = answer.map_err(|e| format!("the task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
+        let recorded = match answer {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");
+                self.unrecorded.extend(prepared);
+                return;
+            }
+        };
+        for ((finished, recorded), permit) in prepared.into_iter().zip(recorded).zip(permits) {
+            let held = self.leases.get(&finished.result.lease_id).is_some_and(|l| l.revoking.is_none());
+            let taken = match recorded {
+                Ok(_) => true,
+                Err(_) if again && held => true,
+                Err(error) => {
+                    warn!(%error, "late result refused (fencing)");
+                    false
+                }
+            };
+            if !taken {
+                continue;
+            }
+            if let (Some(permit), Some(observed)) = (permit, finished.outcome.observed.clone()) {
+                permit.send(super::records::Item::Record(Box::new(argus_store::ObservedAttempt {
+                    key: finished.key.clone(),
+                    result: finished.outcome.result.clone().unwrap_or_default(),
+                    finished_at: finished.outcome.finished_at,
+                    observed,
+                })));
+            }
+            self.apply_result(finished).await;
+        }
+    }
+}
