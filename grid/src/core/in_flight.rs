@@ -29,32 +29,26 @@ pub(super) struct Recording {
 /// The most bursts of results written at once.
 pub(super) const MAX_RECORDING: usize = 2;
 
-/// The store's answer to the leases in flight; never, when none are.
-pub(super) async fn in_flight(
-    granting: &mut Option<Granting>,
-) -> Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError> {
-    match granting {
-        Some(granting) => (&mut granting.task).await,
+/// A write's answer once its task ends; never, when there is none (a
+/// branch of the owner's loop that waits for nothing).
+pub(super) async fn answer_of<T>(task: Option<&mut tokio::task::JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    match task {
+        Some(task) => task.await,
         None => std::future::pending().await,
     }
 }
 
-/// The store's answer to the oldest results being written; never, when none are.
-pub(super) async fn oldest(
-    recording: &mut std::collections::VecDeque<Recording>,
-) -> Result<RecordAnswer, tokio::task::JoinError> {
-    match recording.front_mut() {
-        Some(recording) => (&mut recording.task).await,
-        None => std::future::pending().await,
-    }
+/// The store's answer, or what went wrong, said once for both kinds.
+fn flattened<T>(answer: Result<Result<T, StoreError>, tokio::task::JoinError>) -> Result<T, String> {
+    answer.map_err(|e| format!("the task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()))
 }
 
 impl Core {
     /// Waits for the leases being committed, if any, and acts on the answer:
     /// what comes next for one of their runs (a cancel) finds them sent.
     pub(super) async fn settle_grant(&mut self) {
-        if let Some(granting) = self.granting.as_mut() {
-            let answer = (&mut granting.task).await;
+        if self.granting.is_some() {
+            let answer = answer_of(self.granting.as_mut().map(|g| &mut g.task)).await;
             self.granted(answer).await;
         }
     }
@@ -64,12 +58,11 @@ impl Core {
     /// the next dispatch tries again.
     pub(super) async fn granted(&mut self, answer: Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError>) {
         let Some(Granting { planned, .. }) = self.granting.take() else { return };
-        self.dispatch_due = true;
-        let answer =
-            answer.map_err(|e| format!("the grant task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
-        let granted = match answer {
+        let granted = match flattened(answer) {
             Ok(granted) => granted,
             Err(error) => {
+                // Tried again at the next sweep, if nothing comes sooner:
+                // not at once, which would spin while the store is down.
                 warn!(%error, leases = planned.len(), "cannot commit leases; their attempts stay queued");
                 for (pending, _) in planned {
                     self.pending.push(pending);
@@ -77,6 +70,7 @@ impl Core {
                 return;
             }
         };
+        self.dispatch_due = true;
         for ((pending, lease), granted) in planned.into_iter().zip(granted) {
             if granted {
                 self.send_lease(lease, pending.key).await;
@@ -92,8 +86,10 @@ impl Core {
     /// sweep).
     pub(super) async fn settle_recording(&mut self, count: usize) {
         for _ in 0..count {
-            let Some(recording) = self.recording.front_mut() else { return };
-            let answer = (&mut recording.task).await;
+            if self.recording.is_empty() {
+                return;
+            }
+            let answer = answer_of(self.recording.front_mut().map(|r| &mut r.task)).await;
             self.recorded(answer).await;
         }
     }
@@ -104,8 +100,7 @@ impl Core {
         for finished in &prepared {
             self.finishing.remove(&finished.result.lease_id);
         }
-        let answer = answer.map_err(|e| format!("the task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()));
-        let recorded = match answer {
+        let recorded = match flattened(answer) {
             Ok(recorded) => recorded,
             Err(error) => {
                 warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");

@@ -39,7 +39,7 @@ mod sessions;
 
 pub use sessions::{Grant, Granted, SessionAsk};
 
-use in_flight::{Granting, MAX_RECORDING, Recording, in_flight, oldest};
+use in_flight::{Granting, MAX_RECORDING, Recording, answer_of};
 
 use fleet::device_record;
 
@@ -618,8 +618,8 @@ pub async fn start(
                             core.settle_recording(usize::MAX).await;
                             core.sweep().await;
                         }
-                        answer = in_flight(&mut core.granting) => core.granted(answer).await,
-                        answer = oldest(&mut core.recording) => core.recorded(answer).await,
+                        answer = answer_of(core.granting.as_mut().map(|g| &mut g.task)) => core.granted(answer).await,
+                        answer = answer_of(core.recording.front_mut().map(|r| &mut r.task)) => core.recorded(answer).await,
                     }
                     // What the burst decided is written in a few statements,
                     // before any device is handed the attempts it queued.
