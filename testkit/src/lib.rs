@@ -18,15 +18,45 @@ use tokio_util::sync::CancellationToken;
 
 pub use argus_store::testkit::{database_url, fresh, postgres_url, sqlite_url, unique};
 
-/// A port nothing listens on now.
+/// A port nothing listens on now, and that no connection will take before
+/// the test binds it.
+///
+/// A port the kernel hands out for `bind(0)` comes from its ephemeral range,
+/// the same range every outgoing connection takes its source port from: with
+/// tests dialing each other in parallel, one of them could take the port
+/// between this pick and the listener's bind (CI saw a coordinator and a
+/// worker exit on "address in use" that way). So the ports come from below
+/// that range, each handed out once per test process, from an offset of
+/// the process' own so that two test binaries rarely start on the same ones.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = unclaimed_range();
+    let span = u32::from(high - low);
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let port = low + ((start + NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
+        let free = |host: &str| std::net::TcpListener::bind((host, port)).is_ok();
+        if free("127.0.0.1") && free("0.0.0.0") {
+            return port;
+        }
+    }
+    panic!("no free port between {low} and {high}")
+}
+
+/// Ports below the kernel's ephemeral range (Linux' `ip_local_port_range`,
+/// 32768 and up by default) and above the well-known ones most services use.
+fn unclaimed_range() -> (u16, u16) {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    (ephemeral_low.saturating_sub(12_000).max(12_000), ephemeral_low.max(13_000))
 }
 
 /// `n` distinct ports nothing listens on now.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    (0..n).map(|_| free_port()).collect()
 }
 
 /// The example shop's model, as the simulated app runs it.
