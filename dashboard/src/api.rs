@@ -373,8 +373,9 @@ pub struct FlakyAndSlow {
     pub causes: Vec<argus_grid::explain::Costly>,
     /// The cases muted now, and every mute and unmute, newest first.
     pub mutes: Mutes,
-    /// Every owner TESTOWNERS names for the project's cases in the window,
-    /// and the one the lists are filtered to (empty: none).
+    /// Every owner TESTOWNERS names for the project's cases (as its last
+    /// counted run said), and the one the lists are filtered to (empty:
+    /// none).
     pub owners: Vec<String>,
     pub owner: String,
 }
@@ -399,7 +400,7 @@ pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<F
     let days = query.days.unwrap_or(14).clamp(1, 365);
     let now = now_ms();
     let since = now - i64::from(days) * 86_400_000;
-    let owners = state.store.case_owners(&project, since).await?;
+    let owners = state.store.case_owners(&project).await?;
     let owner = query.owner.trim().to_owned();
     // With an owner asked for, only the cases it owns.
     let mine =

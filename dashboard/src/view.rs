@@ -307,20 +307,26 @@ impl RunDetail {
 
     pub fn new(run: RunView, attempts: Vec<AttemptDetail>) -> Self {
         let mut cases: Vec<CaseView> = Vec::new();
+        // Each case's place in `cases`, by id: a nightly run has 10,000 or
+        // more (a search of the list for each attempt was quadratic).
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for row in attempts {
             let case_id = row.case_id.clone();
             let attempt = AttemptView::new(row);
-            match cases.iter_mut().find(|c| c.id == case_id) {
-                Some(case) => case.attempts.push(attempt),
-                None => cases.push(CaseView {
-                    id: case_id,
-                    title: attempt.line.as_ref().and_then(|l| l.title.clone()),
-                    result: String::new(),
-                    flaky: false,
-                    muted: None,
-                    owner: None,
-                    attempts: vec![attempt],
-                }),
+            match index.get(&case_id) {
+                Some(&at) => cases[at].attempts.push(attempt),
+                None => {
+                    index.insert(case_id.clone(), cases.len());
+                    cases.push(CaseView {
+                        id: case_id,
+                        title: attempt.line.as_ref().and_then(|l| l.title.clone()),
+                        result: String::new(),
+                        flaky: false,
+                        muted: None,
+                        owner: None,
+                        attempts: vec![attempt],
+                    });
+                }
             }
         }
         for case in &mut cases {

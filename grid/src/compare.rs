@@ -142,6 +142,26 @@ pub fn outcomes(attempts: &[AttemptDetail], causes: &HashMap<String, String>) ->
         .collect()
 }
 
+/// The cases whose spread can decide a change, by platform: those that
+/// passed in both runs and moved by more than [`MOVED_MIN_MS`]. The others
+/// are never `slower` or `faster`, so their passing history (30 of them
+/// each, thousands of cases in a nightly run) is not read.
+pub fn spreads_needed(a: &[Outcome], b: &[Outcome]) -> BTreeMap<String, Vec<String>> {
+    let passed = |o: &Outcome| o.result.as_deref() == Some("passed");
+    let before: HashMap<(&str, &str), &Outcome> =
+        a.iter().filter(|o| passed(o)).map(|o| ((o.case_id.as_str(), o.platform.as_str()), o)).collect();
+    let mut needed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for to in b.iter().filter(|o| passed(o)) {
+        let Some(from) = before.get(&(to.case_id.as_str(), to.platform.as_str())) else { continue };
+        if let (Some(x), Some(y)) = (from.ms, to.ms)
+            && (y - x).abs() > MOVED_MIN_MS
+        {
+            needed.entry(to.platform.clone()).or_default().push(to.case_id.clone());
+        }
+    }
+    needed
+}
+
 /// Reads two runs and compares them.
 pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>, crate::explain::ExplainError> {
     let mut sides = Vec::new();
@@ -152,15 +172,11 @@ pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>
             explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
         sides.push(outcomes(&store.run_attempts(run).await?, &causes));
     }
-    let mut per_platform: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for outcome in sides.iter().flatten() {
-        per_platform.entry(outcome.platform.as_str()).or_default().push(outcome.case_id.clone());
-    }
     let mut spreads = HashMap::new();
-    for (platform, case_ids) in per_platform {
-        for (case_id, ms) in store.recent_passed_ms(&case_ids, platform, SPREAD_WINDOW).await? {
+    for (platform, case_ids) in spreads_needed(&sides[0], &sides[1]) {
+        for (case_id, ms) in store.recent_passed_ms(&case_ids, &platform, SPREAD_WINDOW).await? {
             if let Some(spread) = spread(&ms) {
-                spreads.insert((case_id, platform.to_owned()), spread);
+                spreads.insert((case_id, platform.clone()), spread);
             }
         }
     }
@@ -252,6 +268,24 @@ mod tests {
             Outcome { platform: "android".into(), ..outcome("login", "failed", 100, None) },
         ];
         assert_eq!(kinds(&compare(&a, &b, &HashMap::new())), [("added", "login")]);
+    }
+
+    #[test]
+    fn only_cases_that_passed_twice_and_moved_have_their_spread_read() {
+        let a = [
+            outcome("steady", "passed", 1_000, None),
+            outcome("moved", "passed", 1_000, None),
+            outcome("broke", "passed", 1_000, None),
+            outcome("gone", "passed", 1_000, None),
+        ];
+        let b = [
+            outcome("steady", "passed", 1_050, None),
+            outcome("moved", "passed", 1_051, None),
+            outcome("broke", "failed", 3_000, Some("timeout")),
+            outcome("new", "passed", 9_000, None),
+        ];
+        let needed = spreads_needed(&a, &b);
+        assert_eq!(needed.into_iter().collect::<Vec<_>>(), [("ios".to_owned(), vec!["moved".to_owned()])]);
     }
 
     #[test]

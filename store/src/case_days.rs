@@ -53,14 +53,14 @@ const COUNT: &[&str] = &[
      WHERE r.counted = 0 AND r.result IS NOT NULL AND c.final_result IN ('passed', 'failed')) AS t \
      WHERE previous <> final_result GROUP BY project, case_id, day \
      ON CONFLICT (project, day, case_id) DO UPDATE SET flips = case_days.flips + excluded.flips",
-    "INSERT INTO case_last (project, case_id, final_result) \
-     SELECT project, case_id, final_result FROM ( \
-     SELECT r.project, c.case_id, c.final_result, ROW_NUMBER() OVER \
+    "INSERT INTO case_last (project, case_id, final_result, owner) \
+     SELECT project, case_id, final_result, owner FROM ( \
+     SELECT r.project, c.case_id, c.final_result, c.owner, ROW_NUMBER() OVER \
      (PARTITION BY r.project, c.case_id ORDER BY r.started_at DESC, r.id DESC) AS n \
      FROM cases c JOIN runs r ON r.id = c.run_id \
      WHERE r.counted = 0 AND r.result IS NOT NULL AND c.final_result IN ('passed', 'failed')) AS t \
      WHERE n = 1 \
-     ON CONFLICT (project, case_id) DO UPDATE SET final_result = excluded.final_result",
+     ON CONFLICT (project, case_id) DO UPDATE SET final_result = excluded.final_result, owner = excluded.owner",
     "UPDATE runs SET counted = 1 WHERE counted = 0 AND result IS NOT NULL",
 ];
 

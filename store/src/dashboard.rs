@@ -65,14 +65,25 @@ impl Store {
 
     /// Every attempt of a run, in the order they started.
     pub async fn run_attempts(&self, run_id: &str) -> Result<Vec<AttemptDetail>, StoreError> {
-        Ok(sqlx::query_as::<_, AttemptDetail>(
+        let mut attempts = sqlx::query_as::<_, AttemptDetail>(
             "SELECT case_id, attempt, try_no, state, device_id, worker_id, platform, result, infrastructure, error, \
-             started_at, finished_at, ms, run_case_json FROM attempts WHERE run_id = $1 \
-             ORDER BY started_at IS NULL, started_at, case_id, attempt, try_no",
+             started_at, finished_at, ms, run_case_json FROM attempts WHERE run_id = $1",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        // Sorted here rather than by the database: its sort of a nightly
+        // run's wide rows by a collated text took half the page's time.
+        attempts.sort_by(|a, b| {
+            (a.started_at.is_none(), a.started_at, &a.case_id, a.attempt, a.try_no).cmp(&(
+                b.started_at.is_none(),
+                b.started_at,
+                &b.case_id,
+                b.attempt,
+                b.try_no,
+            ))
+        });
+        Ok(attempts)
     }
 
     /// How many attempts of a run have finished, for live progress.

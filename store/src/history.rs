@@ -26,15 +26,31 @@ impl Store {
         window: u32,
     ) -> Result<HashMap<String, Vec<i64>>, StoreError> {
         let mut per_case: HashMap<String, Vec<i64>> = HashMap::new();
+        // Each case reads its last `window` passes from `attempts_history`
+        // and no more: a year of nightly runs holds hundreds per case, and
+        // a window function over all of them read millions of rows for a
+        // nightly suite. Postgres joins each case to its own limited scan
+        // (LATERAL); SQLite, which has no LATERAL, unites one limited
+        // scan per case (at most 50 a statement, under its 500 limit).
         for chunk in case_ids.chunks(self.rows()) {
-            let ids: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
-            let sql = format!(
-                "SELECT case_id, ms FROM (SELECT case_id, ms, ROW_NUMBER() OVER \
-                 (PARTITION BY case_id ORDER BY finished_at DESC) AS n FROM attempts \
-                 WHERE platform = $1 AND result = 'passed' AND ms IS NOT NULL AND case_id IN ({})) AS recent \
-                 WHERE n <= $2",
-                ids.join(", ")
-            );
+            let sql = match self.backend {
+                Backend::Postgres => format!(
+                    "SELECT v.column1, recent.ms FROM (VALUES {}) AS v CROSS JOIN LATERAL \
+                     (SELECT ms FROM attempts WHERE case_id = v.column1 AND platform = $1 AND result = 'passed' \
+                     AND ms IS NOT NULL ORDER BY finished_at DESC LIMIT $2) AS recent",
+                    (0..chunk.len()).map(|i| format!("(CAST(${} AS TEXT))", i + 3)).collect::<Vec<_>>().join(", ")
+                ),
+                Backend::Sqlite => (0..chunk.len())
+                    .map(|i| {
+                        format!(
+                            "SELECT * FROM (SELECT case_id, ms FROM attempts WHERE case_id = ${} AND platform = $1 \
+                             AND result = 'passed' AND ms IS NOT NULL ORDER BY finished_at DESC LIMIT $2)",
+                            i + 3
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" UNION ALL "),
+            };
             // Built from constants and numbered placeholders only.
             let mut query =
                 sqlx::query_as::<_, (String, i64)>(sqlx::AssertSqlSafe(sql)).bind(platform).bind(i64::from(window));
