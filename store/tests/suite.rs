@@ -720,6 +720,20 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     let slow = store.slow_cases("shop", 0, 3_000, 10).await.unwrap();
     assert_eq!(slow[0].case_id, "b");
     assert_eq!((slow[0].mean_ms, slow[0].max_ms), (800.0, 800));
+    // Busy time is read per device of the fleet, as the worker registered it.
+    assert!(store.device_busy(0, 2_000).await.unwrap().is_empty(), "w1/8123 has not joined");
+    store
+        .upsert_devices(&[argus_store::DeviceRecord {
+            id: "w1/8123".into(),
+            worker_id: "w1".into(),
+            slot: "8123".into(),
+            platform: "ios".into(),
+            state: "idle".into(),
+            device_json: "{}".into(),
+            updated_at: 0,
+        }])
+        .await
+        .unwrap();
     let busy = store.device_busy(0, 2_000).await.unwrap();
     let seen: Vec<(i64, i64)> = busy.iter().map(|b| (b.bucket, b.attempts)).collect();
     assert_eq!(seen, [(0, 3), (1, 2)], "finished at 1,100-1,300 and 2,100-2,200, in 2-second buckets");
