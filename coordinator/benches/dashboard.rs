@@ -193,7 +193,7 @@ fn case_id(index: usize) -> String {
 /// their retry.
 fn fails(n: usize, index: usize, attempt: u32) -> bool {
     let broken = index % 1_000 == 7 && (n / 500) % 4 == 1;
-    let flaky = index % 97 == 3 && attempt == 1 && mix((n as u64) << 20 | index as u64) % 5 == 0;
+    let flaky = index % 97 == 3 && attempt == 1 && mix((n as u64) << 20 | index as u64).is_multiple_of(5);
     broken || flaky
 }
 
