@@ -78,9 +78,9 @@ impl Sim {
 
     /// The shop with one text changed: a device whose app is subtly wrong.
     pub fn start_altered(port: u16, from: &str, to: &str) -> Self {
-        let altered = std::env::temp_dir().join(format!("{}.yaml", unique("argus-altered")));
-        std::fs::write(&altered, std::fs::read_to_string(shop_model()).unwrap().replace(from, to)).unwrap();
-        Self::start_with(port, None, Model::load(&altered).unwrap())
+        // Parsed from memory: a file per altered app was left in the temp folder.
+        let text = std::fs::read_to_string(shop_model()).unwrap().replace(from, to);
+        Self::start_with(port, None, Model::parse(&text, "the altered shop").unwrap())
     }
 
     pub fn start_with(port: u16, token: Option<&str>, model: Model) -> Self {
