@@ -229,10 +229,9 @@ fn fleet(at: i64) -> (Vec<WorkerRecord>, Vec<DeviceRecord>) {
     (workers, devices)
 }
 
-fn devices_of(platform: &str) -> Vec<String> {
-    let first_android = WORKERS * 6 / 10 * SLOTS;
-    let range = if platform == "ios" { 0..first_android } else { first_android..WORKERS * SLOTS };
-    range.map(|d| format!("host{:02}/{}", d / SLOTS, 8100 + d % SLOTS)).collect()
+/// The ids of the fleet's devices of `platform`.
+fn devices_of(devices: &[DeviceRecord], platform: &str) -> Vec<String> {
+    devices.iter().filter(|d| d.platform == platform).map(|d| d.id.clone()).collect()
 }
 
 /// Writes one run as the coordinator does: created with its cases, each
@@ -385,11 +384,12 @@ async fn write_year(store: &Store, runs: Arc<Vec<RunSpec>>) {
     let next = Arc::new(AtomicUsize::new(0));
     let written = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
+    let (ios, android) = (devices_of(&devices, "ios"), devices_of(&devices, "android"));
     let writers: Vec<_> = (0..WRITERS)
         .map(|_| {
             let (store, runs, next, written) = (store.clone(), runs.clone(), next.clone(), written.clone());
+            let (ios, android) = (ios.clone(), android.clone());
             tokio::spawn(async move {
-                let (ios, android) = (devices_of("ios"), devices_of("android"));
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(n) else { break };
@@ -426,7 +426,7 @@ async fn history(admin: &str, scale: &Scale, runs: &Arc<Vec<RunSpec>>) -> String
         .await
         .unwrap();
     if exists && !scale.fresh {
-        let url = url_of(admin, &name);
+        let url = Store::database_url_on(admin, &name);
         let store = Store::open(&url).await.unwrap();
         let ended: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE finished_at IS NOT NULL")
             .fetch_one(&mut sqlx::PgConnection::connect(&url).await.unwrap())
@@ -460,12 +460,6 @@ async fn history(admin: &str, scale: &Scale, runs: &Arc<Vec<RunSpec>>) -> String
     // As autovacuum would have by then, over a year.
     sqlx::query("VACUUM ANALYZE").execute(&mut sqlx::PgConnection::connect(&url).await.unwrap()).await.unwrap();
     url
-}
-
-fn url_of(admin: &str, name: &str) -> String {
-    let (base, query) = admin.split_once('?').unwrap_or((admin, ""));
-    let base = base.rfind('/').map_or(base, |i| &base[..i]);
-    if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") }
 }
 
 /// The same database, each session logging every statement's plan to the

@@ -77,9 +77,15 @@ impl Store {
             }
         }
         conn.close().await?;
+        Ok(Self::database_url_on(admin_url, name))
+    }
+
+    /// The URL of database `name` on the server `admin_url` reaches, with
+    /// the same options.
+    pub fn database_url_on(admin_url: &str, name: &str) -> String {
         let (base, query) = admin_url.split_once('?').unwrap_or((admin_url, ""));
         let base = base.rfind('/').map_or(base, |i| &base[..i]);
-        Ok(if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") })
+        if query.is_empty() { format!("{base}/{name}") } else { format!("{base}/{name}?{query}") }
     }
 
     /// The lock that makes this coordinator the active one, if no other
