@@ -144,8 +144,8 @@ pub fn outcomes(attempts: &[AttemptDetail], causes: &HashMap<String, String>) ->
 
 /// The cases whose spread can decide a change, by platform: those that
 /// passed in both runs and moved by more than [`MOVED_MIN_MS`]. The others
-/// are never `slower` or `faster`, so their passing history (30 of them
-/// each, thousands of cases in a nightly run) is not read.
+/// are never `slower` or `faster`, so their passing history (the store's
+/// [`argus_store::KEPT_PASSES`] each) is not read.
 pub fn spreads_needed(a: &[Outcome], b: &[Outcome]) -> BTreeMap<String, Vec<String>> {
     let passed = |o: &Outcome| o.result.as_deref() == Some("passed");
     let before: HashMap<(&str, &str), &Outcome> =
@@ -170,11 +170,11 @@ pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>
         let (explained, _) = crate::explain::explain_run(store, run).await?;
         let causes: HashMap<String, String> =
             explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
-        sides.push(outcomes(&store.run_attempts(run).await?, &causes));
+        sides.push(outcomes(&store.run_attempts_brief(run).await?, &causes));
     }
     let mut spreads = HashMap::new();
     for (platform, case_ids) in spreads_needed(&sides[0], &sides[1]) {
-        for (case_id, ms) in store.recent_passed_ms(&case_ids, &platform, SPREAD_WINDOW).await? {
+        for (case_id, ms) in store.kept_passed_ms(&case_ids, &platform).await? {
             if let Some(spread) = spread(&ms) {
                 spreads.insert((case_id, platform.clone()), spread);
             }
@@ -182,9 +182,6 @@ pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>
     }
     Ok(compare(&sides[0], &sides[1], &spreads))
 }
-
-/// How many of a case's latest passes its spread is taken from.
-const SPREAD_WINDOW: u32 = 30;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@
 //! pass, or before the summary existed) are counted when the store opens,
 //! by the same statements, and retention keeps them until they are.
 
-use super::{FlakyCase, SlowCase, Store, StoreError};
+use super::{Backend, FlakyCase, SlowCase, Store, StoreError};
 
 /// A day in epoch milliseconds: the summary's grain.
 pub const DAY_MS: i64 = 86_400_000;
@@ -64,8 +64,10 @@ const COUNT: &[&str] = &[
     "UPDATE runs SET counted = 1 WHERE counted = 0 AND result IS NOT NULL",
 ];
 
-/// Counts the runs that ended and are not counted yet (see [`COUNT`]).
-pub(super) async fn count_ended(tx: &mut Tx) -> Result<(), StoreError> {
+/// Counts the runs that ended and are not counted yet (see [`COUNT`]),
+/// after keeping the windows of passes their cases now have.
+pub(super) async fn count_ended(tx: &mut Tx, backend: Backend) -> Result<(), StoreError> {
+    crate::history::keep_windows(&mut *tx, backend).await?;
     for statement in COUNT {
         sqlx::query(*statement).execute(&mut **tx).await?;
     }
@@ -78,7 +80,7 @@ impl Store {
     /// when it opens.
     pub async fn count_ended_runs(&self) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        count_ended(&mut tx).await?;
+        count_ended(&mut tx, self.backend).await?;
         tx.commit().await?;
         Ok(())
     }

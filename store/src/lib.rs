@@ -42,6 +42,7 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 
+pub use history::KEPT_PASSES;
 pub use import::{ImportedRun, PUSHED};
 pub use rows::*;
 use runs::{finish_run_in, update_case_results};
@@ -142,6 +143,14 @@ fn placeholders(rows: usize, columns: usize) -> String {
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
 
+/// Rows per multi-row statement on a database.
+fn rows_per_statement(backend: Backend) -> usize {
+    match backend {
+        Backend::Postgres => ROWS_PER_INSERT,
+        Backend::Sqlite => ROWS_PER_INSERT_SQLITE,
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Postgres,
@@ -175,10 +184,7 @@ impl Store {
 
     /// Rows per multi-row statement on this database.
     fn rows(&self) -> usize {
-        match self.backend {
-            Backend::Postgres => ROWS_PER_INSERT,
-            Backend::Sqlite => ROWS_PER_INSERT_SQLITE,
-        }
+        rows_per_statement(self.backend)
     }
 
     pub async fn close(&self) {

@@ -740,3 +740,73 @@ async fn the_dashboard_filters_runs_and_reads_cases_across_them(store: Store) {
     assert!(busy.iter().all(|b| b.device_id == "w1/8123"));
     assert_eq!(store.projects().await.unwrap(), ["shop"]);
 }
+
+mod kept_windows_of_passes_read_as_the_attempts_do {
+    #[tokio::test]
+    async fn sqlite() {
+        super::kept_windows_of_passes_read_as_the_attempts_do(false).await;
+    }
+    #[tokio::test]
+    #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+    async fn postgres() {
+        super::kept_windows_of_passes_read_as_the_attempts_do(true).await;
+    }
+}
+
+/// A comparison's windows of passes, kept as runs are counted, say what the
+/// attempts say; a pass in a run not counted yet, and a window that does not
+/// parse, are read from the attempts.
+async fn kept_windows_of_passes_read_as_the_attempts_do(on_postgres: bool) {
+    use argus_store::KEPT_PASSES;
+    use sqlx::Connection;
+    let url = argus_store::testkit::database_url(on_postgres, "argus_test").await;
+    let store = Store::open(&url).await.unwrap();
+    let pass = |ms: i64, at: i64| AttemptOutcome { final_result: Some("passed".into()), ..passed(ms, at) };
+    // 35 runs in which `a` passed in 100 + n ms and `b` in 1000 - n ms,
+    // counted in two goes.
+    for n in 1..=35i64 {
+        let id = format!("r{n:02}");
+        store.create_run(&run(&id, n * 1_000, &["a", "b"])).await.unwrap();
+        for (case, ms) in [("a", 100 + n), ("b", 1_000 - n)] {
+            let lease_id = format!("l-{id}-{case}");
+            store.grant_lease(&lease(&lease_id, &id, case, 1, 1)).await.unwrap();
+            store.finish_attempt(&lease_id, &pass(ms, n * 1_000 + 10)).await.unwrap();
+        }
+        store.finish_run(&id, n * 1_000 + 20, r#"{"schema":1}"#).await.unwrap();
+        if n == 20 {
+            store.count_ended_runs().await.unwrap();
+        }
+    }
+    store.count_ended_runs().await.unwrap();
+    let ids = ["a".to_owned(), "b".to_owned(), "never".to_owned()];
+    let live = store.recent_passed_ms(&ids, "ios", KEPT_PASSES).await.unwrap();
+    assert_eq!(live["a"], (106..=135).collect::<Vec<i64>>(), "the last 30 of 35");
+    assert!(!live.contains_key("never"));
+    assert_eq!(store.kept_passed_ms(&ids, "ios").await.unwrap(), live);
+    assert!(store.kept_passed_ms(&ids, "android").await.unwrap().is_empty());
+
+    // What is kept is what is read: a window written over by hand shows.
+    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+    sqlx::query("UPDATE case_windows SET recent_ms = '1,2,3,4,5' WHERE case_id = 'b'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(store.kept_passed_ms(&ids, "ios").await.unwrap()["b"], [1, 2, 3, 4, 5]);
+    // One that does not parse is read from the attempts.
+    sqlx::query("UPDATE case_windows SET recent_ms = '5,x' WHERE case_id = 'b'").execute(&mut conn).await.unwrap();
+    assert_eq!(store.kept_passed_ms(&ids, "ios").await.unwrap()["b"], live["b"]);
+
+    // A pass in a run still going is in no window yet: its case is read
+    // from the attempts, the others still from their windows.
+    store.create_run(&run("going", 40_000, &["a"])).await.unwrap();
+    store.grant_lease(&lease("l-going", "going", "a", 1, 1)).await.unwrap();
+    store.finish_attempt("l-going", &pass(5, 40_010)).await.unwrap();
+    let kept = store.kept_passed_ms(&ids, "ios").await.unwrap();
+    assert_eq!(kept["a"], store.recent_passed_ms(&["a".into()], "ios", KEPT_PASSES).await.unwrap()["a"]);
+    assert_eq!((kept["a"][0], kept["a"].len()), (5, 30), "the newest pass in, the oldest out");
+    // Once that run has ended and is counted, its window holds it.
+    store.finish_run("going", 40_020, r#"{"schema":1}"#).await.unwrap();
+    store.count_ended_runs().await.unwrap();
+    sqlx::query("UPDATE case_windows SET recent_ms = '7' WHERE case_id = 'a'").execute(&mut conn).await.unwrap();
+    assert_eq!(store.kept_passed_ms(&ids, "ios").await.unwrap()["a"], [7], "read from its window again");
+}
