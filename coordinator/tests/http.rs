@@ -227,6 +227,12 @@ async fn lynkeus_report_push_lands_a_run_in_the_history() {
     let (status, body) = get(&addr, format!("/api/v1/runs/{id}/cases.jsonl").as_bytes(), read).await;
     assert_eq!(status, 200);
     assert!(body.contains(failed) && body.contains(passed), "the lines to the byte: {body}");
+    // The run's answer carries each attempt's line as it was written, and
+    // the case's title from it.
+    let (status, body) = get(&addr, format!("/api/v1/runs/{id}").as_bytes(), read).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("\"line\":{failed}")) && body.contains(&format!("\"line\":{passed}")), "{body}");
+    assert!(body.contains(r#""title":"Paying a friend""#), "{body}");
     let (status, body) = get(&addr, b"/api/v1/cases/pay?project=shop", read).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&id), "{body}");

@@ -2,9 +2,11 @@
 //! both as JSON (`/api/v1/…`) and as pages: one shape for both.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use argus_proto::run::RunCase;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use argus_store::{AttemptDetail, CaseAttempt, RunRow};
 
@@ -106,7 +108,14 @@ pub struct AttemptView {
     pub started_ms: Option<i64>,
     pub finished_ms: Option<i64>,
     pub ms: Option<i64>,
-    pub line: Option<RunCase>,
+    /// Its line of `cases.jsonl` as it was written: served as it is (a
+    /// nightly run's answer holds 10,000 of them; reading each into a
+    /// [`RunCase`] and writing it out again cost a third of its time).
+    #[serde(rename = "line")]
+    pub record: Option<Box<RawValue>>,
+    /// The same line read, for the page, the first time it is asked for.
+    #[serde(skip)]
+    read: OnceLock<Option<RunCase>>,
 }
 
 impl AttemptView {
@@ -129,13 +138,29 @@ impl AttemptView {
             started_ms: row.started_at,
             finished_ms: row.finished_at,
             ms: row.ms,
-            line: row.run_case_json.as_deref().and_then(|j| serde_json::from_str(j).ok()),
+            record: row.run_case_json.and_then(|json| RawValue::from_string(json).ok()),
+            read: OnceLock::new(),
         }
+    }
+
+    /// Its line of `cases.jsonl`, read (none when it has none, or it does
+    /// not parse).
+    pub fn line(&self) -> Option<&RunCase> {
+        self.read.get_or_init(|| self.record.as_ref().and_then(|raw| serde_json::from_str(raw.get()).ok())).as_ref()
+    }
+
+    /// Its case's title, from its line without reading the rest of it.
+    fn title(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Titled {
+            title: Option<String>,
+        }
+        serde_json::from_str::<Titled>(self.record.as_ref()?.get()).ok()?.title
     }
 
     /// The app's crashes during it: step, message, route, stack.
     pub fn crashes(&self) -> Vec<Crash> {
-        let Some(line) = &self.line else { return Vec::new() };
+        let Some(line) = self.line() else { return Vec::new() };
         let Some(listed) = line.extra.get(argus_proto::artifacts::CRASHES_KEY).and_then(|c| c.as_array()) else {
             return Vec::new();
         };
@@ -153,12 +178,12 @@ impl AttemptView {
 
     /// Where its device log is kept (the slot's `log` hook), when it is.
     pub fn log_path(&self) -> Option<&str> {
-        self.line.as_ref()?.extra.get(argus_proto::artifacts::LOG_KEY)?.as_str()
+        self.line()?.extra.get(argus_proto::artifacts::LOG_KEY)?.as_str()
     }
 
     /// The first step that failed, with its error.
     pub fn failed_step(&self) -> Option<(&str, &str)> {
-        let line = self.line.as_ref()?;
+        let line = self.line()?;
         let step = line.steps.iter().find(|s| s.error.is_some())?;
         Some((step.step.as_str(), step.error.as_deref().unwrap_or("")))
     }
@@ -319,7 +344,7 @@ impl RunDetail {
                     index.insert(case_id.clone(), cases.len());
                     cases.push(CaseView {
                         id: case_id,
-                        title: attempt.line.as_ref().and_then(|l| l.title.clone()),
+                        title: attempt.title(),
                         result: String::new(),
                         flaky: false,
                         muted: None,
@@ -334,7 +359,7 @@ impl RunDetail {
             let last = case.attempts.iter().rev().find(|a| a.result != "infrastructure").or(case.attempts.last());
             case.result = last.map(|a| a.result.clone()).unwrap_or_else(|| "pending".into());
             if case.title.is_none() {
-                case.title = case.attempts.iter().find_map(|a| a.line.as_ref()?.title.clone());
+                case.title = case.attempts.iter().find_map(AttemptView::title);
             }
             case.flaky = case.result == "passed" && case.attempts.iter().any(|a| a.result == "failed");
         }
