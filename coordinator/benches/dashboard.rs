@@ -52,9 +52,9 @@ const BURST: usize = 2_048;
 /// Runs written at once.
 const WRITERS: usize = 3;
 /// Tables that do not grow with the history (the fleet, the team's
-/// settings, each case's last result): reading them whole is cheap at any
-/// age.
-const SMALL_TABLES: [&str; 5] = ["workers", "devices", "mutes", "mute_events", "case_last"];
+/// settings, each case's last result and last passes): reading them whole
+/// is cheap at any age.
+const SMALL_TABLES: [&str; 6] = ["workers", "devices", "mutes", "mute_events", "case_last", "case_windows"];
 /// A table with fewer rows than this is read whole at any age.
 const FEW_ROWS: i64 = 10_000;
 const MEDIAN_GOAL_MS: f64 = 100.0;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use argus_store::{AttemptDetail, Store};
+use argus_store::{AttemptEnd, Store};
 use serde::Serialize;
 
 /// How one case ended in one run, on one platform.
@@ -119,11 +119,11 @@ pub fn compare(a: &[Outcome], b: &[Outcome], spreads: &HashMap<(String, String),
     changes
 }
 
-/// Each case's outcome in a run: its last attempt's platform, duration and
-/// result, and the cause of its failure when it failed.
-pub fn outcomes(attempts: &[AttemptDetail], causes: &HashMap<String, String>) -> Vec<Outcome> {
-    let mut last: BTreeMap<&str, &AttemptDetail> = BTreeMap::new();
-    for attempt in attempts.iter().filter(|a| a.state == "done") {
+/// Each case's outcome in a run: its last finished attempt's platform,
+/// duration and result, and the cause of its failure when it failed.
+pub fn outcomes(attempts: &[AttemptEnd], causes: &HashMap<String, String>) -> Vec<Outcome> {
+    let mut last: BTreeMap<&str, &AttemptEnd> = BTreeMap::new();
+    for attempt in attempts {
         let newer = last
             .get(attempt.case_id.as_str())
             .is_none_or(|l| (attempt.attempt, attempt.try_no) > (l.attempt, l.try_no));
@@ -170,7 +170,7 @@ pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>
         let (explained, _) = crate::explain::explain_run(store, run).await?;
         let causes: HashMap<String, String> =
             explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
-        sides.push(outcomes(&store.run_attempts_brief(run).await?, &causes));
+        sides.push(outcomes(&store.run_ends(run).await?, &causes));
     }
     let mut spreads = HashMap::new();
     for (platform, case_ids) in spreads_needed(&sides[0], &sides[1]) {

@@ -3,7 +3,7 @@
 //! these (migration 0003), not caches; the cases that cost retries, flip or
 //! are slowest come from a summary kept as runs end ([`super::case_days`]).
 
-use super::{AttemptDetail, CaseAttempt, DeviceBusy, RunFilter, RunRow, Store, StoreError};
+use super::{AttemptDetail, AttemptEnd, CaseAttempt, DeviceBusy, RunFilter, RunRow, Store, StoreError};
 
 impl Store {
     /// Runs newest first, filtered; `limit + 1` rows are asked for, so that
@@ -65,25 +65,13 @@ impl Store {
 
     /// Every attempt of a run, in the order they started.
     pub async fn run_attempts(&self, run_id: &str) -> Result<Vec<AttemptDetail>, StoreError> {
-        self.attempts_of(run_id, "error, run_case_json").await
-    }
-
-    /// Every attempt of a run as [`Store::run_attempts`] reads it, without
-    /// its error and lynkeus record (`None`): how each case ended, which
-    /// is what a comparison reads of two nightly runs.
-    pub async fn run_attempts_brief(&self, run_id: &str) -> Result<Vec<AttemptDetail>, StoreError> {
-        self.attempts_of(run_id, "CAST(NULL AS TEXT) AS error, CAST(NULL AS TEXT) AS run_case_json").await
-    }
-
-    /// `texts` is a constant: the last columns, or NULLs in their place.
-    async fn attempts_of(&self, run_id: &str, texts: &'static str) -> Result<Vec<AttemptDetail>, StoreError> {
-        let sql = format!(
-            "SELECT case_id, attempt, try_no, state, device_id, worker_id, platform, result, infrastructure, \
-             started_at, finished_at, ms, {texts} FROM attempts WHERE run_id = $1"
-        );
-        // Built from constants only.
-        let mut attempts =
-            sqlx::query_as::<_, AttemptDetail>(sqlx::AssertSqlSafe(sql)).bind(run_id).fetch_all(&self.pool).await?;
+        let mut attempts = sqlx::query_as::<_, AttemptDetail>(
+            "SELECT case_id, attempt, try_no, state, device_id, worker_id, platform, result, infrastructure, error, \
+             started_at, finished_at, ms, run_case_json FROM attempts WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
         // Sorted here rather than by the database: its sort of a nightly
         // run's wide rows by a collated text took half the page's time.
         attempts.sort_by(|a, b| {
@@ -96,6 +84,19 @@ impl Store {
             ))
         });
         Ok(attempts)
+    }
+
+    /// How each finished attempt of a run ended, and nothing more: what a
+    /// comparison reads of two nightly runs (their whole attempts, records
+    /// and all, cost half its time).
+    pub async fn run_ends(&self, run_id: &str) -> Result<Vec<AttemptEnd>, StoreError> {
+        Ok(sqlx::query_as::<_, AttemptEnd>(
+            "SELECT case_id, attempt, try_no, platform, result, infrastructure, ms FROM attempts \
+             WHERE run_id = $1 AND state = 'done'",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// How many attempts of a run have finished, for live progress.

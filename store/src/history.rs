@@ -66,7 +66,14 @@ impl Store {
         .into_iter()
         .collect();
         let mut per_case = HashMap::new();
-        for chunk in case_ids.chunks(self.rows()) {
+        // One row per case, in few statements on Postgres (a nightly
+        // comparison asks for thousands); SQLite's binds cost the square of
+        // their number, so its statements stay small.
+        let per_statement = match self.backend {
+            Backend::Postgres => 5_000,
+            Backend::Sqlite => self.rows(),
+        };
+        for chunk in case_ids.chunks(per_statement) {
             let sql = format!(
                 "SELECT case_id, recent_ms FROM case_windows WHERE platform = $1 AND case_id IN ({})",
                 (0..chunk.len()).map(|i| format!("${}", i + 2)).collect::<Vec<_>>().join(", ")

@@ -224,6 +224,18 @@ pub struct AttemptDetail {
     pub run_case_json: Option<String>,
 }
 
+/// How one finished attempt of a run ended.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct AttemptEnd {
+    pub case_id: String,
+    pub attempt: i64,
+    pub try_no: i64,
+    pub platform: Option<String>,
+    pub result: Option<String>,
+    pub infrastructure: i64,
+    pub ms: Option<i64>,
+}
+
 /// One attempt of a case in its history across runs.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct CaseAttempt {

@@ -238,6 +238,17 @@ impl Store {
         .await?)
     }
 
+    /// The cases of a run whose final result is failed, in its order: what
+    /// is explained of it (a nightly run has 10,000 cases and a few such).
+    pub async fn failed_cases(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar::<_, String>(
+            "SELECT case_id FROM cases WHERE run_id = $1 AND final_result = 'failed' ORDER BY ordinal",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// The run of `project` on `branch` (`''`: none named) that started
     /// last before `before_ms`: what a run is compared with by default.
     pub async fn previous_run(

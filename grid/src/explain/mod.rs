@@ -391,14 +391,14 @@ pub fn rank(failures: &[argus_store::FailureCause]) -> Vec<Costly> {
 /// Explains each case of a run whose final result is failed (its last
 /// failed attempt), in the run's order, and groups them.
 pub async fn explain_run(store: &Store, run_id: &str) -> Result<(Vec<Explained>, Vec<Group>), ExplainError> {
-    let cases = store.run_cases(run_id).await?;
+    let failed = store.failed_cases(run_id).await?;
     let mut last: HashMap<String, ObservationRow> = HashMap::new();
     for row in store.failed_observations(run_id).await? {
         last.insert(row.case_id.clone(), row);
     }
     let mut explained = Vec::new();
-    for case in cases.iter().filter(|c| c.final_result.as_deref() == Some("failed")) {
-        if let Some(row) = last.get(&case.case_id) {
+    for case_id in &failed {
+        if let Some(row) = last.get(case_id) {
             explained.push(explain_row(store, row).await?);
         }
     }
