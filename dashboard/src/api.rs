@@ -181,7 +181,7 @@ pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiErr
     }
     let previous =
         state.store.previous_run(&view.project, view.branch.as_deref().unwrap_or(""), view.started_ms).await?;
-    let cases = state.store.run_cases(id).await?;
+    let cases = state.store.run_case_marks(id).await?;
     let mut detail = RunDetail { previous, ..RunDetail::new(view, attempts).with_cases(&cases) };
     let devices: Vec<String> = detail.lanes().into_keys().collect();
     detail.models = state.store.device_models(&devices).await?.into_iter().collect();

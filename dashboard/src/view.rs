@@ -344,7 +344,7 @@ impl RunDetail {
                     index.insert(case_id.clone(), cases.len());
                     cases.push(CaseView {
                         id: case_id,
-                        title: attempt.title(),
+                        title: None,
                         result: String::new(),
                         flaky: false,
                         muted: None,
@@ -358,9 +358,6 @@ impl RunDetail {
             case.attempts.sort_by_key(|a| (a.attempt, a.try_no));
             let last = case.attempts.iter().rev().find(|a| a.result != "infrastructure").or(case.attempts.last());
             case.result = last.map(|a| a.result.clone()).unwrap_or_else(|| "pending".into());
-            if case.title.is_none() {
-                case.title = case.attempts.iter().find_map(AttemptView::title);
-            }
             case.flaky = case.result == "passed" && case.attempts.iter().any(|a| a.result == "failed");
         }
         cases.sort_by_key(CaseView::rank);
@@ -373,15 +370,20 @@ impl RunDetail {
         Self { run, counts, cases, models: BTreeMap::new(), why: Vec::new(), causes: Vec::new(), previous: None }
     }
 
-    /// Marks the cases that were muted in the run (which the counts then
-    /// keep apart) and their owners, from the run's cases as kept.
-    pub fn with_cases(mut self, rows: &[argus_store::CaseRow]) -> Self {
-        let by_id: std::collections::HashMap<&str, &argus_store::CaseRow> =
+    /// Titles the cases and marks those that were muted in the run (which
+    /// the counts then keep apart) and their owners, from the run's cases
+    /// as kept; a case kept without a title takes its line's.
+    pub fn with_cases(mut self, rows: &[argus_store::CaseMarks]) -> Self {
+        let by_id: std::collections::HashMap<&str, &argus_store::CaseMarks> =
             rows.iter().map(|r| (r.case_id.as_str(), r)).collect();
         for case in &mut self.cases {
             if let Some(row) = by_id.get(case.id.as_str()) {
+                case.title.clone_from(&row.title);
                 case.muted.clone_from(&row.muted);
                 case.owner.clone_from(&row.owner);
+            }
+            if case.title.is_none() {
+                case.title = case.attempts.iter().find_map(AttemptView::title);
             }
         }
         self.cases.sort_by_key(CaseView::rank);
@@ -591,9 +593,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_run_counts_its_cases_by_how_they_ended_and_per_platform() {
-        let run = RunView::new(RunRow {
+    fn run_view() -> RunView {
+        RunView::new(RunRow {
             id: "r".into(),
             project: "p".into(),
             branch: None,
@@ -617,7 +618,48 @@ mod tests {
             muted_failed: None,
             rerun_of: None,
             testowners: None,
-        });
+        })
+    }
+
+    #[test]
+    fn a_case_is_titled_as_its_run_kept_it_or_else_by_its_line() {
+        let line = |title: &str| {
+            Some(format!(
+                r#"{{"id":"x","title":"{title}","file":"f.md","attempt":1,"result":"passed","startedAt":"t","ms":1,"steps":[]}}"#
+            ))
+        };
+        let kept =
+            AttemptDetail { run_case_json: line("from its line"), ..detail("kept", 1, "w/1", "ios", "passed", false) };
+        let bare =
+            AttemptDetail { run_case_json: line("from its line"), ..detail("bare", 1, "w/1", "ios", "passed", false) };
+        let garbled = AttemptDetail {
+            run_case_json: Some("{not json".into()),
+            ..detail("garbled", 1, "w/1", "ios", "passed", false)
+        };
+        let marks = [argus_store::CaseMarks {
+            case_id: "kept".into(),
+            title: Some("from its case file".into()),
+            muted: None,
+            owner: Some("@ana".into()),
+        }];
+        let detail = RunDetail::new(run_view(), vec![kept, bare, garbled]).with_cases(&marks);
+        let titles: Vec<(&str, Option<&str>, Option<&str>)> =
+            detail.cases.iter().map(|c| (c.id.as_str(), c.title.as_deref(), c.owner.as_deref())).collect();
+        assert_eq!(
+            titles,
+            [
+                ("kept", Some("from its case file"), Some("@ana")),
+                ("bare", Some("from its line"), None),
+                ("garbled", None, None)
+            ]
+        );
+        assert_eq!(detail.cases[1].attempts[0].line().map(|l| l.file.as_str()), Some("f.md"));
+        assert!(detail.cases[2].attempts[0].line().is_none(), "a line that does not parse is none");
+    }
+
+    #[test]
+    fn a_run_counts_its_cases_by_how_they_ended_and_per_platform() {
+        let run = run_view();
         let detail = RunDetail::new(
             run,
             vec![

@@ -191,6 +191,17 @@ pub struct CaseRow {
     pub owner: Option<String>,
 }
 
+/// What a run's page says of one of its cases beside its attempts.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct CaseMarks {
+    pub case_id: String,
+    pub title: Option<String>,
+    /// Why it was muted in this run.
+    pub muted: Option<String>,
+    /// Who owns it (TESTOWNERS), space-separated.
+    pub owner: Option<String>,
+}
+
 /// Which runs the runs list shows.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 pub struct RunFilter {

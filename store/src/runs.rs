@@ -238,6 +238,16 @@ impl Store {
         .await?)
     }
 
+    /// Each case's title, mute and owner in a run: what its page adds to
+    /// the attempts (fewer columns than [`Store::run_cases`]: a nightly
+    /// run's page reads 10,000).
+    pub async fn run_case_marks(&self, run_id: &str) -> Result<Vec<CaseMarks>, StoreError> {
+        Ok(sqlx::query_as::<_, CaseMarks>("SELECT case_id, title, muted, owner FROM cases WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     /// The cases of a run whose final result is failed, in its order: what
     /// is explained of it (a nightly run has 10,000 cases and a few such).
     pub async fn failed_cases(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
