@@ -62,7 +62,7 @@ pub async fn run(args: Args) -> ExitCode {
     driver.close().await;
     match outcome {
         Ok(result) => {
-            println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
             ExitCode::SUCCESS
         }
         Err(error) => {

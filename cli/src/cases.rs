@@ -148,10 +148,10 @@ fn check(args: CheckArgs) -> ExitCode {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&listing).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&listing).unwrap_or_default());
     } else {
         for case in &cases {
-            println!("{}", case.id);
+            outln!("{}", case.id);
         }
         eprintln!("{} case{} ok", cases.len(), if cases.len() == 1 { "" } else { "s" });
     }
@@ -309,19 +309,19 @@ fn print_attempt(attempt: &RunCase) {
     let retry = if attempt.attempt > 1 { format!(" (attempt {})", attempt.attempt) } else { String::new() };
     let problem = attempt.steps.iter().find(|s| matches!(s.status, StepStatus::Failed | StepStatus::Unsupported));
     match attempt.result {
-        CaseResult::Passed => println!("✓ {}{retry}  {seconds:.1}s", attempt.id),
+        CaseResult::Passed => outln!("✓ {}{retry}  {seconds:.1}s", attempt.id),
         CaseResult::Failed => {
-            println!("✗ {}{retry}  {seconds:.1}s", attempt.id);
+            outln!("✗ {}{retry}  {seconds:.1}s", attempt.id);
             if let Some(step) = problem {
-                println!("    {}: {}", step.step, step.error.as_deref().unwrap_or("failed"));
+                outln!("    {}: {}", step.step, step.error.as_deref().unwrap_or("failed"));
             }
             if let Some(why) = attempt.evidence.as_ref().and_then(|e| e.why.as_deref()) {
-                println!("    why: {why}");
+                outln!("    why: {why}");
             }
         }
         CaseResult::Unsupported => {
             let why = problem.and_then(|s| s.error.as_deref()).unwrap_or("unsupported");
-            println!("∅ {}{retry}  cannot run on this host: {why}", attempt.id);
+            outln!("∅ {}{retry}  cannot run on this host: {why}", attempt.id);
         }
     }
 }
@@ -336,7 +336,7 @@ fn summary(attempts: &[RunCase]) -> bool {
     if totals.unsupported > 0 {
         line.push_str(&format!(", {} cannot run on this host", totals.unsupported));
     }
-    println!("{line}");
+    outln!("{line}");
     let mut last: Vec<&RunCase> = Vec::new();
     for attempt in attempts {
         match last.iter_mut().find(|c| c.id == attempt.id) {
@@ -346,7 +346,7 @@ fn summary(attempts: &[RunCase]) -> bool {
     }
     for case in &last {
         if case.attempt > 1 && case.result == CaseResult::Passed {
-            println!("⚠ {} passed on retry", case.id);
+            outln!("⚠ {} passed on retry", case.id);
         }
     }
     totals.failed > 0

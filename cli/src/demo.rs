@@ -155,8 +155,8 @@ pub async fn run(args: DemoArgs) -> ExitCode {
             Err(error) => return failed(error),
         }
     }
-    println!("argus demo: coordinator {url}, 8 simulated devices (4 ios, 4 android), state in {}", state.display());
-    println!("dashboard: {dashboard}");
+    outln!("argus demo: coordinator {url}, 8 simulated devices (4 ios, 4 android), state in {}", state.display());
+    outln!("dashboard: {dashboard}");
     let target = Target::plain(&url);
     if let Err(error) = wait_for_devices(&target, slots.len(), ATTACH_WAIT).await {
         return failed(error);
@@ -171,12 +171,12 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         execute(&target, request, Some(project.clone()), Some(&out), Some(&out.join("junit.xml")), &Default::default())
             .await;
     project.close().await;
-    println!("run directory: {}", out.display());
-    println!("flaky and slow cases: {dashboard}flaky");
+    outln!("run directory: {}", out.display());
+    outln!("flaky and slow cases: {dashboard}flaky");
     if !args.exit {
-        println!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
-        println!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
-        println!("  an Appium or Selenium client at {} (WebDriver; see the README)", dashboard.trim_end_matches('/'));
+        outln!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
+        outln!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
+        outln!("  an Appium or Selenium client at {} (WebDriver; see the README)", dashboard.trim_end_matches('/'));
         cancel.cancelled().await;
     }
     cancel.cancel();
@@ -245,7 +245,7 @@ async fn relaunch_once(
         };
         // Into the case's pause, then a fresh app in place of the old one.
         tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-        println!("argus demo: relaunching the app of {} under case {RELAUNCHED_UNDER}", device.id);
+        outln!("argus demo: relaunching the app of {} under case {RELAUNCHED_UNDER}", device.id);
         app.stop.cancel();
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         if let Ok(fresh) = start_app(slot, &cancel, &tasks) {

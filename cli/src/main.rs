@@ -6,6 +6,16 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `println!` for what a command reports on standard output. A reader that
+/// has gone (`argus run … | head`) is not an error: the command goes on (a
+/// run still writes its files and exits with its code), where `println!`
+/// would panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::stdout_line(format_args!($($arg)*))
+    };
+}
+
 mod call;
 mod cases;
 mod demo;
@@ -158,5 +168,16 @@ mod tests {
                 panic!("{line:?}: {error}");
             }
         }
+    }
+}
+
+/// Writes one line to standard output (see [`outln!`]).
+fn stdout_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(error) = out.write_fmt(args).and_then(|()| out.write_all(b"\n"))
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("argus: cannot write to standard output: {error}");
     }
 }

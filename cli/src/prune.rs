@@ -85,7 +85,7 @@ pub async fn run(args: PruneArgs, matches: &clap::ArgMatches) -> ExitCode {
     store.close().await;
     match outcome {
         Ok((did, pruned)) => {
-            println!(
+            outln!(
                 "argus prune: {did} {} run{} ({} attempts, {} steps) and {} WebDriver session{} that started before {before}; the flakiness summaries stay",
                 pruned.runs,
                 if pruned.runs == 1 { "" } else { "s" },

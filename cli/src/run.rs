@@ -480,27 +480,27 @@ pub async fn execute(
     };
     let cases = submitted.case_ids.len();
     match submitted.dashboard_url.as_str() {
-        "" => println!("run {}: {cases} case{}", submitted.run_id, crate::summary::plural(cases)),
-        url => println!("run {}: {cases} case{}, live at {url}", submitted.run_id, crate::summary::plural(cases)),
+        "" => outln!("run {}: {cases} case{}", submitted.run_id, crate::summary::plural(cases)),
+        url => outln!("run {}: {cases} case{}, live at {url}", submitted.run_id, crate::summary::plural(cases)),
     }
     if !submitted.rerun_of.is_empty() {
-        println!("  the cases that failed in run {}, from the files it was submitted with", submitted.rerun_of);
+        outln!("  the cases that failed in run {}, from the files it was submitted with", submitted.rerun_of);
     }
     // Why each muted case is muted: its failure does not fail the run.
     let muted: std::collections::BTreeMap<String, String> =
         submitted.muted.iter().map(|m| (m.case_id.clone(), m.reason.clone())).collect();
     if !muted.is_empty() {
         let n = muted.len();
-        println!(
+        outln!(
             "  {n} case{} muted: a failure of {} does not fail the run",
             crate::summary::plural(n),
             if n == 1 { "it" } else { "them" }
         );
     }
     if detach {
-        println!("detached: the run goes on without this client");
+        outln!("detached: the run goes on without this client");
         if !submitted.dashboard_url.is_empty() {
-            println!("{}", submitted.dashboard_url);
+            outln!("{}", submitted.dashboard_url);
         }
         return ExitCode::SUCCESS;
     }
@@ -618,24 +618,24 @@ pub async fn execute(
     }
     let totals = manifest.totals.unwrap_or_default();
     for line in crate::summary::summary(&totals, &lines, &retaken, started.elapsed()) {
-        println!("{line}");
+        outln!("{line}");
     }
     if totals.failed > 0 {
         match client.explain(grpc::ExplainRequest { run_id: run_id.clone() }).await {
             Ok(explained) => {
                 for line in crate::summary::why(&explained.into_inner()) {
-                    println!("{line}");
+                    outln!("{line}");
                 }
             }
-            Err(status) => println!("why it failed: the coordinator could not say ({})", status.message()),
+            Err(status) => outln!("why it failed: the coordinator could not say ({})", status.message()),
         }
     }
     let muted_failed = crate::summary::muted_failed(&lines, &muted);
     for (id, why) in &muted_failed {
-        println!("muted: {id} failed and does not fail the run ({why})");
+        outln!("muted: {id} failed and does not fail the run ({why})");
     }
     if !submitted.dashboard_url.is_empty() {
-        println!("{}", submitted.dashboard_url);
+        outln!("{}", submitted.dashboard_url);
     }
     if totals.failed as usize > muted_failed.len() { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
@@ -689,7 +689,7 @@ impl RunWatch<'_> {
                 let case = finished.case_id;
                 self.progress.ended(&device, &case, None);
                 let reason = &finished.infrastructure_reason;
-                self.progress.say(|| println!("↻ {case} on {device}: {reason} (it runs again)"));
+                self.progress.say(|| outln!("↻ {case} on {device}: {reason} (it runs again)"));
                 self.retaken.attempts.push((case, device));
             }
             Some(run_update::Kind::Finished(finished)) => {
@@ -887,16 +887,16 @@ fn print_line(line: &RunCase, device: &str) {
     let seconds = line.ms as f64 / 1000.0;
     let retry = if line.attempt > 1 { format!(" (attempt {})", line.attempt) } else { String::new() };
     match line.result {
-        CaseResult::Passed => println!("✓ {}{retry}  {seconds:.1}s  {device}", line.id),
+        CaseResult::Passed => outln!("✓ {}{retry}  {seconds:.1}s  {device}", line.id),
         CaseResult::Failed => {
-            println!("✗ {}{retry}  {seconds:.1}s  {device}", line.id);
+            outln!("✗ {}{retry}  {seconds:.1}s  {device}", line.id);
             if let Some(step) = line.steps.iter().find(|s| s.error.is_some()) {
-                println!("    {}: {}", step.step, step.error.as_deref().unwrap_or(""));
+                outln!("    {}: {}", step.step, step.error.as_deref().unwrap_or(""));
             }
         }
         CaseResult::Unsupported => {
             let why = line.steps.iter().find_map(|s| s.error.as_deref()).unwrap_or("unsupported");
-            println!("∅ {}{retry}  cannot run on {device}: {why}", line.id);
+            outln!("∅ {}{retry}  cannot run on {device}: {why}", line.id);
         }
     }
 }

@@ -218,7 +218,7 @@ pub fn print<T: Serialize>(loaded: &Loaded<T>) {
             }
             Some(value) => show(value),
         };
-        println!("{key} = {shown}   # {origin}");
+        outln!("{key} = {shown}   # {origin}");
     }
 }
 

@@ -77,6 +77,22 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     assert_eq!(written.cases.len(), 4);
     assert!(written.cases.iter().all(|c| c.extra["device"]["worker"] == "local"));
 
+    // A reader that has gone (`argus run … | head`): the run still ends,
+    // writes its directory and says 1, without a panic.
+    let mut child = Command::new(ARGUS)
+        .current_dir(&project)
+        .args(["run", "--ports", &ports_arg, "--once", "--out", "piped"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{errors}");
+    assert!(!errors.contains("panicked") && !errors.contains("standard output"), "{errors}");
+    assert_eq!(RunDir::read(&project.join("piped")).unwrap().cases.len(), 4);
+
     let output = run(&["--on-platform", "android", "cases/ok.md"]);
     let printed = text(&output);
     assert_eq!(output.status.code(), Some(2), "{printed}");

@@ -150,7 +150,7 @@ pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode 
         Ok(list) => list.into_inner(),
         Err(status) => return failed("devices", status.message()),
     };
-    println!("{:<24} {:<9} {:<18} {:<12} RUNNING / WHY", "DEVICE", "PLATFORM", "STATE", "APP");
+    outln!("{:<24} {:<9} {:<18} {:<12} RUNNING / WHY", "DEVICE", "PLATFORM", "STATE", "APP");
     for device in &list.devices {
         let info = device.device.clone().unwrap_or_default();
         // The coordinator's one state of the device, as the fleet page says it.
@@ -163,10 +163,10 @@ pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode 
         } else {
             device.running_case.clone()
         };
-        println!("{:<24} {:<9} {:<18} {:<12} {}", device.id, info.platform, state, app, note);
+        outln!("{:<24} {:<9} {:<18} {:<12} {}", device.id, info.platform, state, app, note);
     }
     if list.devices.is_empty() {
-        println!("(no devices: start a worker with `argus worker --coordinator … --ports …`)");
+        outln!("(no devices: start a worker with `argus worker --coordinator … --ports …`)");
     }
     ExitCode::SUCCESS
 }
@@ -192,10 +192,10 @@ pub async fn runs(args: RunsArgs, matches: &clap::ArgMatches) -> ExitCode {
         Err(status) => return failed("runs", status.message()),
     };
     if list.runs.is_empty() {
-        println!("(no runs yet: `argus run cases/ --coordinator …` starts one)");
+        outln!("(no runs yet: `argus run cases/ --coordinator …` starts one)");
         return ExitCode::SUCCESS;
     }
-    println!("{:<14} {:<26} {:<10} {:<12} {:<10} TOTALS", "RUN", "STARTED", "PROJECT", "BRANCH", "STATE");
+    outln!("{:<14} {:<26} {:<10} {:<12} {:<10} TOTALS", "RUN", "STARTED", "PROJECT", "BRANCH", "STATE");
     for run in list.runs {
         let manifest: Option<RunManifest> = match serde_json::from_str(&run.manifest_json) {
             Ok(manifest) => Some(manifest),
@@ -214,23 +214,23 @@ pub async fn runs(args: RunsArgs, matches: &clap::ArgMatches) -> ExitCode {
             (result, Some(totals)) => (result, totals),
             (result, None) => (result, "cut short before it finished".into()),
         };
-        println!("{:<14} {:<26} {:<10} {:<12} {:<10} {}", run.run_id, started, run.project, run.branch, state, note);
+        outln!("{:<14} {:<26} {:<10} {:<12} {:<10} {}", run.run_id, started, run.project, run.branch, state, note);
     }
     ExitCode::SUCCESS
 }
 
 /// Prints a comparison grouped by kind; exits 1 when there are new failures.
 fn print_comparison(from: &str, to: &str, changes: &[grpc::CaseChange]) -> ExitCode {
-    println!("run {to} against run {from}:");
+    outln!("run {to} against run {from}:");
     if changes.is_empty() {
-        println!("  nothing changed: the same cases, the same results, no duration beyond its spread");
+        outln!("  nothing changed: the same cases, the same results, no duration beyond its spread");
     }
     let ms = |ms: Option<i64>| ms.map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"));
     let mut heading = "";
     for change in changes {
         if change.kind != heading {
             heading = &change.kind;
-            println!("  {heading}:");
+            outln!("  {heading}:");
         }
         let detail = match change.kind.as_str() {
             "new-failure" => format!("{} → failed [{}]", change.from_result, change.to_cause),
@@ -241,7 +241,7 @@ fn print_comparison(from: &str, to: &str, changes: &[grpc::CaseChange]) -> ExitC
             "removed" => change.from_result.clone(),
             _ => format!("{} → {} (its spread {})", ms(change.from_ms), ms(change.to_ms), ms(change.spread_ms)),
         };
-        println!("    {} ({})  {detail}", change.case_id, change.platform);
+        outln!("    {} ({})  {detail}", change.case_id, change.platform);
     }
     if changes.iter().any(|c| c.kind == "new-failure") { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

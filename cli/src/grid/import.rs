@@ -79,7 +79,7 @@ pub async fn import(args: ImportArgs, matches: &clap::ArgMatches) -> ExitCode {
     match client.import(request).await {
         Ok(answer) => {
             let run = answer.into_inner();
-            println!(
+            outln!(
                 "run {}: {} report, {} case{}: {} passed, {} failed, {} skipped",
                 run.run_id,
                 run.source,
@@ -90,7 +90,7 @@ pub async fn import(args: ImportArgs, matches: &clap::ArgMatches) -> ExitCode {
                 run.skipped
             );
             if !run.dashboard_url.is_empty() {
-                println!("{}", run.dashboard_url);
+                outln!("{}", run.dashboard_url);
             }
             ExitCode::SUCCESS
         }

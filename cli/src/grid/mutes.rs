@@ -84,7 +84,7 @@ pub async fn mute(args: MuteArgs, matches: &clap::ArgMatches) -> ExitCode {
     match client.mute(request).await {
         Ok(answer) => {
             let mute = answer.into_inner().mute.unwrap_or_default();
-            println!("{} muted in {}: {}", mute.case_id, mute.project, ends(&mute));
+            outln!("{} muted in {}: {}", mute.case_id, mute.project, ends(&mute));
             ExitCode::SUCCESS
         }
         Err(status) => failed("cases mute", status.message()),
@@ -105,7 +105,7 @@ pub async fn unmute(args: UnmuteArgs, matches: &clap::ArgMatches) -> ExitCode {
     };
     match client.unmute(request).await {
         Ok(answer) if answer.get_ref().was_muted => {
-            println!("{} unmuted in {project}", args.case);
+            outln!("{} unmuted in {project}", args.case);
             ExitCode::SUCCESS
         }
         Ok(_) => failed("cases unmute", format!("{} is not muted in {project}", args.case)),
@@ -124,13 +124,13 @@ pub async fn muted(args: MutedArgs, matches: &clap::ArgMatches) -> ExitCode {
         Err(status) => return failed("cases muted", status.message()),
     };
     if mutes.is_empty() {
-        println!("(no case is muted)");
+        outln!("(no case is muted)");
         return ExitCode::SUCCESS;
     }
-    println!("{:<12} {:<32} {:<14} {:<12} WHY · UNTIL", "PROJECT", "CASE", "OWNER", "BY");
+    outln!("{:<12} {:<32} {:<14} {:<12} WHY · UNTIL", "PROJECT", "CASE", "OWNER", "BY");
     for mute in &mutes {
         let owner = if mute.owner.is_empty() { "-" } else { &mute.owner };
-        println!(
+        outln!(
             "{:<12} {:<32} {:<14} {:<12} {} · {}",
             mute.project,
             mute.case_id,

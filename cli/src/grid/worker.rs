@@ -169,7 +169,7 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
     };
     if args.print_slots {
         for slot in &slots {
-            println!("{}", argus_worker::discover::story(slot));
+            outln!("{}", argus_worker::discover::story(slot));
         }
         return ExitCode::SUCCESS;
     }
