@@ -198,11 +198,13 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     let _stop = cancel.clone().drop_guard();
     // A local grid's coordinator and worker, waited for once the run ends.
     let local = tokio_util::task::TaskTracker::new();
+    let mut local_dir = None;
     let url = match (&args.coordinator, &args.slots.ports) {
         (Some(url), _) => url.clone(),
         (None, Some(_)) => {
             let dir = std::env::temp_dir().join(format!("argus-run-{}", std::process::id()));
             let _ = std::fs::create_dir_all(&dir);
+            local_dir = Some(LocalDir(dir.clone()));
             let database = format!("sqlite:{}", dir.join("argus.db").display());
             print_slots(&args.slots.slots());
             let listen = "127.0.0.1:0".parse().expect("an address");
@@ -229,7 +231,23 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
     }
     cancel.cancel();
     crate::grid::stop_local(local).await;
+    drop(local_dir);
     code
+}
+
+/// A local grid's folder (its database and the pictures of its runs):
+/// removed once the run is over, as what the run keeps was written to
+/// `--out` (every `argus run --ports` left one in the temporary folder).
+struct LocalDir(std::path::PathBuf);
+
+impl Drop for LocalDir {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::remove_dir_all(&self.0)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("argus run: cannot remove the local grid's folder {}: {error}", self.0.display());
+        }
+    }
 }
 
 /// A run of the suite here: its case files and configuration, and the

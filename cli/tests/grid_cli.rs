@@ -87,11 +87,13 @@ fn run_on_a_local_grid_and_its_exit_codes() {
         .spawn()
         .unwrap();
     drop(child.stdout.take());
+    let local_grid = std::env::temp_dir().join(format!("argus-run-{}", child.id()));
     let output = child.wait_with_output().unwrap();
     let errors = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{errors}");
     assert!(!errors.contains("panicked") && !errors.contains("standard output"), "{errors}");
     assert_eq!(RunDir::read(&project.join("piped")).unwrap().cases.len(), 4);
+    assert!(!local_grid.exists(), "the local grid's folder is removed once the run is over: {}", local_grid.display());
 
     let output = run(&["--on-platform", "android", "cases/ok.md"]);
     let printed = text(&output);
