@@ -16,9 +16,33 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{nanos}_{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The URL of a fresh SQLite database in a temporary file.
+/// The URL of a fresh SQLite database in a temporary file, in a folder of
+/// the tests' own where the files of test processes that have ended are
+/// removed (once per process).
 pub fn sqlite_url(prefix: &str) -> String {
-    format!("sqlite:{}", std::env::temp_dir().join(format!("{}.db", unique(prefix))).display())
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let dir = std::env::temp_dir().join("argus-tests");
+    SWEPT.call_once(|| sweep(&dir));
+    let _ = std::fs::create_dir_all(&dir);
+    format!("sqlite:{}", dir.join(format!("{}.db", unique(prefix))).display())
+}
+
+/// Removes the databases (and their `-wal`, `-shm`) of test processes that
+/// no longer run: named `prefix_pid_nanos_n.db…` by [`unique`]. Where there
+/// is no `/proc` to ask, nothing is removed.
+fn sweep(dir: &std::path::Path) {
+    let proc = std::path::Path::new("/proc");
+    let (true, Ok(entries)) = (proc.is_dir(), std::fs::read_dir(dir)) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.rsplit('_').nth(2).and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !proc.join(pid.to_string()).exists()
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The URL of a fresh database on the test Postgres server, or on `admin`.
