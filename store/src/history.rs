@@ -137,25 +137,26 @@ pub(super) async fn keep_windows(conn: &mut AnyConnection, backend: Backend) -> 
     for (platform, case_id) in passed {
         by_platform.entry(platform).or_default().push(case_id);
     }
+    // Every window read before the first is written: on SQLite the first
+    // write takes the database's lock, which the grid's writers wait on.
+    let mut windows: Vec<(String, String, String)> = Vec::new();
     for (platform, case_ids) in by_platform {
-        let windows: Vec<(String, String)> = read_passes(&mut *conn, backend, &case_ids, &platform, KEPT_PASSES)
-            .await?
-            .into_iter()
-            .map(|(case_id, ms)| (case_id, ms.iter().map(i64::to_string).collect::<Vec<_>>().join(",")))
-            .collect();
-        for chunk in windows.chunks(rows_per_statement(backend)) {
-            let sql = format!(
-                "INSERT INTO case_windows (case_id, platform, recent_ms) VALUES {} \
-                 ON CONFLICT (platform, case_id) DO UPDATE SET recent_ms = excluded.recent_ms",
-                placeholders(chunk.len(), 3)
-            );
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (case_id, recent) in chunk {
-                query = query.bind(case_id).bind(&platform).bind(recent);
-            }
-            query.execute(&mut *conn).await?;
+        for (case_id, ms) in read_passes(&mut *conn, backend, &case_ids, &platform, KEPT_PASSES).await? {
+            windows.push((case_id, platform.clone(), ms.iter().map(i64::to_string).collect::<Vec<_>>().join(",")));
         }
+    }
+    for chunk in windows.chunks(rows_per_statement(backend)) {
+        let sql = format!(
+            "INSERT INTO case_windows (case_id, platform, recent_ms) VALUES {} \
+             ON CONFLICT (platform, case_id) DO UPDATE SET recent_ms = excluded.recent_ms",
+            placeholders(chunk.len(), 3)
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (case_id, platform, recent) in chunk {
+            query = query.bind(case_id).bind(platform).bind(recent);
+        }
+        query.execute(&mut *conn).await?;
     }
     Ok(())
 }
