@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use argus_store::{AttemptEnd, Store};
+
+use crate::explain::ExplainError;
 use serde::Serialize;
 
 /// How one case ended in one run, on one platform.
@@ -168,16 +170,23 @@ pub fn spreads_needed(a: &[Outcome], b: &[Outcome]) -> BTreeMap<String, Vec<Stri
     needed
 }
 
+/// One side of a comparison: how each case of a run ended, and why.
+async fn side(store: &Store, run: &str) -> Result<Vec<Outcome>, ExplainError> {
+    store.get_run(run).await?;
+    let (explained, ends) =
+        tokio::try_join!(async { Ok::<_, ExplainError>(crate::explain::explain_run(store, run).await?.0) }, async {
+            Ok::<_, ExplainError>(store.run_ends(run).await?)
+        },)?;
+    let causes: HashMap<String, String> = explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
+    Ok(outcomes(&ends, &causes))
+}
+
 /// Reads two runs and compares them.
-pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>, crate::explain::ExplainError> {
-    let mut sides = Vec::new();
-    for run in [a, b] {
-        store.get_run(run).await?;
-        let (explained, _) = crate::explain::explain_run(store, run).await?;
-        let causes: HashMap<String, String> =
-            explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
-        sides.push(outcomes(&store.run_ends(run).await?, &causes));
-    }
+pub async fn compare_runs(store: &Store, a: &str, b: &str) -> Result<Vec<Change>, ExplainError> {
+    // Both sides at once, each on connections of its own: a nightly run's
+    // side is reads of 10,000 rows that the database answers meanwhile.
+    let (before, after) = tokio::try_join!(side(store, a), side(store, b))?;
+    let sides = [before, after];
     let mut spreads = HashMap::new();
     for (platform, case_ids) in spreads_needed(&sides[0], &sides[1]) {
         for (case_id, ms) in store.kept_passed_ms(&case_ids, &platform).await? {
