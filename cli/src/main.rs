@@ -133,6 +133,17 @@ async fn main() -> ExitCode {
     code
 }
 
+/// Writes one line to standard output (see [`outln!`]).
+fn stdout_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(error) = out.write_fmt(args).and_then(|()| out.write_all(b"\n"))
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("argus: cannot write to standard output: {error}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,16 +179,5 @@ mod tests {
                 panic!("{line:?}: {error}");
             }
         }
-    }
-}
-
-/// Writes one line to standard output (see [`outln!`]).
-fn stdout_line(args: std::fmt::Arguments<'_>) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    if let Err(error) = out.write_fmt(args).and_then(|()| out.write_all(b"\n"))
-        && error.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        eprintln!("argus: cannot write to standard output: {error}");
     }
 }
