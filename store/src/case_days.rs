@@ -79,7 +79,16 @@ impl Store {
     /// yet: the coordinator's follow-up calls it each second, the store
     /// when it opens.
     pub async fn count_ended_runs(&self) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        // The count reads (the windows of passes) before it writes: on
+        // SQLite it takes the write lock from the start, as a transaction
+        // whose reads saw the database before another writer committed
+        // cannot write after it (SQLITE_BUSY_SNAPSHOT, "database is
+        // locked", whatever the busy timeout).
+        let begin = match self.backend {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+            Backend::Postgres => "BEGIN",
+        };
+        let mut tx = self.pool.begin_with(begin).await?;
         count_ended(&mut tx, self.backend).await?;
         tx.commit().await?;
         Ok(())
