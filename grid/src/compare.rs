@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use argus_store::{AttemptEnd, Store};
+use serde::Serialize;
 
 use crate::explain::ExplainError;
-use serde::Serialize;
 
 /// How one case ended in one run, on one platform.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,11 +173,11 @@ pub fn spreads_needed(a: &[Outcome], b: &[Outcome]) -> BTreeMap<String, Vec<Stri
 /// One side of a comparison: how each case of a run ended, and why.
 async fn side(store: &Store, run: &str) -> Result<Vec<Outcome>, ExplainError> {
     store.get_run(run).await?;
-    let (explained, ends) =
-        tokio::try_join!(async { Ok::<_, ExplainError>(crate::explain::explain_run(store, run).await?.0) }, async {
-            Ok::<_, ExplainError>(store.run_ends(run).await?)
-        },)?;
-    let causes: HashMap<String, String> = explained.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
+    let (explained, ends) = tokio::try_join!(crate::explain::explain_run(store, run), async {
+        store.run_ends(run).await.map_err(ExplainError::from)
+    })?;
+    let causes: HashMap<String, String> =
+        explained.0.into_iter().map(|e| (e.case_id, e.cause.kind.to_owned())).collect();
     Ok(outcomes(&ends, &causes))
 }
 
