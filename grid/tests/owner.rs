@@ -435,3 +435,39 @@ async fn an_unwatched_run_is_cancelled_after_the_clients_grace_and_a_detached_on
     assert_eq!(grid.result(&detached).await, None, "a detached run needs no client");
     grid.stop().await;
 }
+
+#[tokio::test]
+async fn a_device_gets_its_next_attempt_with_its_result_and_not_after_an_infrastructure_failure() {
+    let grid = start(fresh().await).await;
+    let mut worker = join(&grid, "w", &["ios-1"]).await;
+    let run = grid.submit(&["c0", "c1", "c2"], 1, 0).await;
+    let first = worker.lease().await;
+    // As a worker does: busy while it runs the attempt, and it says idle
+    // again only after it sent the result.
+    worker.device_state("ios-1", grpc::DeviceState::Busy).await;
+    worker.finish(&first, "passed").await;
+    // The next lease is written with the result, so it comes before the
+    // worker's idle: the device waits for one commit, not two in a row.
+    let second = tokio::time::timeout(ANSWER, worker.lease()).await.expect("the next lease comes with the result");
+    assert_ne!(second.case_id, first.case_id);
+    // An attempt that could not run may say something about the device: it
+    // waits for the worker's word that the device is idle.
+    let broken = grpc::AttemptResult {
+        lease_id: second.lease_id.clone(),
+        infrastructure_failure: true,
+        error: "the app went away".into(),
+        ..Default::default()
+    };
+    worker.say(worker_message::Kind::Attempt(broken)).await;
+    assert_eq!(worker.next(Duration::from_millis(300)).await, None, "no lease while the device says it is busy");
+    worker.device_state("ios-1", grpc::DeviceState::Idle).await;
+    let third = worker.lease().await;
+    worker.device_state("ios-1", grpc::DeviceState::Busy).await;
+    worker.finish(&third, "passed").await;
+    let fourth = worker.lease().await;
+    worker.finish(&fourth, "passed").await;
+    assert_eq!(grid.ended(&run).await, "passed");
+    let lines = grid.store.run_lines(&run).await.unwrap();
+    assert_eq!(lines.len(), 3, "each case passed once: {lines:?}");
+    grid.stop().await;
+}

@@ -31,56 +31,7 @@ impl Store {
     /// because its attempt is no longer pending (cancelled meanwhile).
     pub async fn grant_leases(&self, leases: &[NewLease]) -> Result<Vec<bool>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        // One statement per chunk: every lease whose attempt is still pending.
-        let mut taken: HashSet<String> = HashSet::new();
-        for chunk in leases.chunks(self.rows()) {
-            let sql = format!(
-                "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
-                 worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
-                 WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
-                 AND attempts.try_no = v.column9 AND attempts.state = 'pending' RETURNING attempts.lease_id",
-                placeholders(chunk.len(), 9)
-            );
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
-            for lease in chunk {
-                query = query
-                    .bind(&lease.id)
-                    .bind(&lease.device_id)
-                    .bind(&lease.worker_id)
-                    .bind(&lease.platform)
-                    .bind(lease.granted_at)
-                    .bind(&lease.run_id)
-                    .bind(&lease.case_id)
-                    .bind(i64::from(lease.attempt))
-                    .bind(i64::from(lease.try_no));
-            }
-            taken.extend(query.fetch_all(&mut *tx).await?);
-        }
-        let granted: Vec<bool> = leases.iter().map(|l| taken.contains(&l.id)).collect();
-        let rows: Vec<&NewLease> = leases.iter().zip(&granted).filter(|(_, g)| **g).map(|(l, _)| l).collect();
-        for chunk in rows.chunks(self.rows()) {
-            let sql = format!(
-                "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
-                 VALUES {}",
-                placeholders(chunk.len(), 9)
-            );
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for lease in chunk {
-                query = query
-                    .bind(&lease.id)
-                    .bind(&lease.run_id)
-                    .bind(&lease.case_id)
-                    .bind(i64::from(lease.attempt))
-                    .bind(i64::from(lease.try_no))
-                    .bind(&lease.device_id)
-                    .bind(&lease.worker_id)
-                    .bind(lease.granted_at)
-                    .bind(lease.deadline);
-            }
-            query.execute(&mut *tx).await?;
-        }
+        let granted = grant_in(&mut tx, &leases.iter().collect::<Vec<_>>(), self.rows()).await?;
         tx.commit().await?;
         Ok(granted)
     }
@@ -115,6 +66,22 @@ impl Store {
         &self,
         results: &[(String, AttemptOutcome)],
     ) -> Result<Vec<Result<AttemptKey, StoreError>>, StoreError> {
+        Ok(self.finish_and_grant(results, &[]).await?.finished)
+    }
+
+    /// Records many results and, in the same transaction, grants the leases
+    /// that follow them on their devices: each `(lease, next)` grants `next`
+    /// only when `lease` has ended (by its result here, or by an earlier try
+    /// of this same write whose answer was lost: the caller lets nothing
+    /// else end a lease whose result it is writing), and only when `next`'s
+    /// attempt is still pending or already holds `next` (that earlier try).
+    /// One commit where a result and the lease it frees its device for
+    /// would take two, one after the other.
+    pub async fn finish_and_grant(
+        &self,
+        results: &[(String, AttemptOutcome)],
+        next: &[(String, NewLease)],
+    ) -> Result<FinishedAndGranted, StoreError> {
         let mut tx = self.pool.begin().await?;
         // Two statements per chunk, whatever its size: end the leases that
         // are still current, then finish their attempts.
@@ -229,8 +196,28 @@ impl Store {
             })
             .collect();
         crate::observations::record(&mut tx, &observed).await?;
+        // A lease follows a result that ended its device's lease: in this
+        // transaction, or (a try again whose first answer was lost) before.
+        let mut ended: HashSet<&str> = finished.keys().map(String::as_str).collect();
+        let earlier: Vec<&str> = next.iter().map(|(after, _)| after.as_str()).filter(|a| !ended.contains(a)).collect();
+        for chunk in earlier.chunks(self.rows()) {
+            let ids: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!("SELECT id FROM leases WHERE ended_at IS NOT NULL AND id IN ({})", ids.join(", "));
+            // Built from constants and numbered placeholders only.
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            let were: HashSet<String> = query.fetch_all(&mut *tx).await?.into_iter().collect();
+            ended.extend(chunk.iter().filter(|id| were.contains(**id)));
+        }
+        let following: Vec<&NewLease> =
+            next.iter().filter(|(after, _)| ended.contains(after.as_str())).map(|(_, lease)| lease).collect();
+        let mut granted = grant_in(&mut tx, &following, self.rows()).await?.into_iter();
+        let granted =
+            next.iter().map(|(after, _)| if ended.contains(after.as_str()) { granted.next() } else { None }).collect();
         tx.commit().await?;
-        Ok(keys)
+        Ok(FinishedAndGranted { finished: keys, granted })
     }
 
     /// Ends a lease the coordinator takes back (worker or device lost,
@@ -298,6 +285,69 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// Grants every lease whose attempt is still pending, in `tx`: one statement
+/// per chunk to take the attempts, one to write the leases. Per lease:
+/// granted, or not because its attempt is no longer pending. Granting a
+/// lease again (a try whose first answer was lost) grants it, once.
+async fn grant_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    leases: &[&NewLease],
+    rows: usize,
+) -> Result<Vec<bool>, StoreError> {
+    let mut taken: HashSet<String> = HashSet::new();
+    for chunk in leases.chunks(rows) {
+        let sql = format!(
+            "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
+             worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
+             WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
+             AND attempts.try_no = v.column9 \
+             AND (attempts.state = 'pending' OR (attempts.state = 'leased' AND attempts.lease_id = v.column1)) \
+             RETURNING attempts.lease_id",
+            placeholders(chunk.len(), 9)
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+        for lease in chunk {
+            query = query
+                .bind(&lease.id)
+                .bind(&lease.device_id)
+                .bind(&lease.worker_id)
+                .bind(&lease.platform)
+                .bind(lease.granted_at)
+                .bind(&lease.run_id)
+                .bind(&lease.case_id)
+                .bind(i64::from(lease.attempt))
+                .bind(i64::from(lease.try_no));
+        }
+        taken.extend(query.fetch_all(&mut **tx).await?);
+    }
+    let granted: Vec<bool> = leases.iter().map(|l| taken.contains(&l.id)).collect();
+    let written: Vec<&NewLease> = leases.iter().zip(&granted).filter(|(_, g)| **g).map(|(l, _)| *l).collect();
+    for chunk in written.chunks(rows) {
+        let sql = format!(
+            "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline) \
+             VALUES {} ON CONFLICT (id) DO NOTHING",
+            placeholders(chunk.len(), 9)
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for lease in chunk {
+            query = query
+                .bind(&lease.id)
+                .bind(&lease.run_id)
+                .bind(&lease.case_id)
+                .bind(i64::from(lease.attempt))
+                .bind(i64::from(lease.try_no))
+                .bind(&lease.device_id)
+                .bind(&lease.worker_id)
+                .bind(lease.granted_at)
+                .bind(lease.deadline);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(granted)
 }
 
 /// Pending attempts, one statement per chunk. Idempotent: a try whose

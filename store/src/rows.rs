@@ -56,6 +56,17 @@ pub struct NewLease {
     pub deadline: i64,
 }
 
+/// What [`crate::Store::finish_and_grant`] wrote.
+#[derive(Debug)]
+pub struct FinishedAndGranted {
+    /// Per result, in order: its attempt, or `StaleLease` (fencing).
+    pub finished: Vec<Result<AttemptKey, crate::StoreError>>,
+    /// Per following lease, in order: `None` when the result before it was
+    /// refused (its attempt is still pending, nothing was tried), else
+    /// whether it was granted (`false`: its attempt is no longer pending).
+    pub granted: Vec<Option<bool>>,
+}
+
 /// An attempt that has not finished, with what scheduling needs.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct AttemptRow {

@@ -39,6 +39,7 @@ on_both!(
     history_gives_the_median_of_passing_attempts,
     runs_are_listed_newest_first,
     a_batch_of_leases_and_results_commits_together_and_fences_each,
+    a_result_and_the_lease_that_follows_it_commit_together_once,
     the_dashboard_filters_runs_and_reads_cases_across_them,
     a_runs_record_replays_in_order_and_a_cancel_ends_it_whole,
     big_batches_cross_statement_chunks_whole,
@@ -640,6 +641,52 @@ async fn a_batch_of_leases_and_results_commits_together_and_fences_each(store: S
     assert_eq!(store.run_lines("r1").await.unwrap(), [r#"{"ms":5}"#, r#"{"ms":7}"#]);
     // The same results again are refused: each lease finishes once.
     assert!(store.finish_attempts(&results).await.unwrap().iter().all(|r| r.is_err()));
+}
+
+async fn a_result_and_the_lease_that_follows_it_commit_together_once(store: Store) {
+    store.create_run(&run("r1", 1, &["a", "b", "c", "d", "e", "f"])).await.unwrap();
+    let first = [lease("la", "r1", "a", 1, 1), lease("lb", "r1", "b", 1, 1), lease("lc", "r1", "c", 1, 1)];
+    assert_eq!(store.grant_leases(&first).await.unwrap(), [true, true, true]);
+    // b's result was written by an earlier try whose answer was lost.
+    store.finish_attempt("lb", &passed(4, 19)).await.unwrap();
+    // c's device would follow with d, which another device holds meanwhile.
+    store.grant_lease(&lease("ld-elsewhere", "r1", "d", 1, 1)).await.unwrap();
+    let results = [
+        ("la".to_owned(), passed(5, 20)),
+        ("lb".to_owned(), passed(4, 19)),
+        ("lx".to_owned(), passed(6, 21)),
+        ("lc".to_owned(), passed(7, 22)),
+    ];
+    let next = [
+        ("la".to_owned(), lease("la2", "r1", "e", 1, 1)),
+        ("lb".to_owned(), lease("lb2", "r1", "f", 1, 1)),
+        ("lx".to_owned(), lease("lx2", "r1", "f", 1, 1)),
+        ("lc".to_owned(), lease("lc2", "r1", "d", 1, 1)),
+    ];
+    let written = store.finish_and_grant(&results, &next).await.unwrap();
+    let cases: Vec<Option<&str>> =
+        written.finished.iter().map(|r| r.as_ref().ok().map(|k| k.case_id.as_str())).collect();
+    assert_eq!(cases, [Some("a"), None, None, Some("c")]);
+    // la2 follows a's result and lb2 b's (ended before); lx never was a
+    // lease, so nothing follows it; d is no longer pending.
+    assert_eq!(written.granted, [Some(true), Some(true), None, Some(false)]);
+    let leased = |open: &[argus_store::AttemptRow], case: &str| {
+        open.iter().find(|a| a.case_id == case).and_then(|a| a.lease_id.clone())
+    };
+    let open = store.open_attempts().await.unwrap();
+    assert_eq!((leased(&open, "e"), leased(&open, "f")), (Some("la2".into()), Some("lb2".into())));
+    // The same write again (its answer lost): each result is refused (a lease
+    // finishes once), and each lease that followed is granted again, once:
+    // its attempt keeps it, and it is one lease that finishes once.
+    let again = store.finish_and_grant(&results, &next).await.unwrap();
+    assert!(again.finished.iter().all(Result::is_err));
+    assert_eq!(again.granted, [Some(true), Some(true), None, Some(false)]);
+    assert_eq!(leased(&store.open_attempts().await.unwrap(), "e"), Some("la2".into()));
+    store.finish_attempt("la2", &passed(8, 30)).await.unwrap();
+    assert!(matches!(store.finish_attempt("la2", &passed(8, 31)).await, Err(StoreError::StaleLease(_))));
+    // An attempt that another lease holds, or that is done, is not taken.
+    let other = [("lc".to_owned(), lease("lc3", "r1", "e", 1, 1)), ("lc".to_owned(), lease("lc4", "r1", "f", 1, 1))];
+    assert_eq!(store.finish_and_grant(&[], &other).await.unwrap().granted, [Some(false), Some(false)]);
 }
 
 fn failed(ms: i64, at: i64) -> AttemptOutcome {

@@ -343,6 +343,21 @@ impl Core {
     /// A device's state, in one place: what keeps it from work first,
     /// then what it does, then whether its app is there.
     pub(super) fn availability(&self, d: &Device) -> Availability {
+        let leased = d.lease.is_some() || self.granting.as_ref().is_some_and(|g| g.devices.contains(&d.id));
+        self.availability_as(d, leased, d.info.state)
+    }
+
+    /// A device's state once the result its worker just sent is written:
+    /// its lease is over, and the busy its worker said is over too (the
+    /// worker clears it before it sends the result, and says so after).
+    pub(super) fn availability_after_result(&self, d: &Device) -> Availability {
+        let state =
+            if d.info.state == grpc::DeviceState::Busy as i32 { grpc::DeviceState::Idle as i32 } else { d.info.state };
+        self.availability_as(d, false, state)
+    }
+
+    /// A device's state were it `leased` and its worker's word `state`.
+    fn availability_as(&self, d: &Device, leased: bool, state: i32) -> Availability {
         let attached = |state: i32| state == grpc::DeviceState::Idle as i32 || state == grpc::DeviceState::Busy as i32;
         if let Some(reason) = &d.quarantine {
             Availability::Quarantined(reason.clone())
@@ -352,21 +367,21 @@ impl Core {
             Availability::Draining
         } else if d.session.is_some() {
             Availability::Held
-        } else if d.lease.is_some() || self.granting.as_ref().is_some_and(|g| g.devices.contains(&d.id)) {
+        } else if leased {
             // Its app may be away in the attempt's own `before` hook (a
             // relaunch per attempt): it will be free again.
             Availability::Busy
-        } else if !d.info.app_problem.is_empty() && !attached(d.info.state) {
+        } else if !d.info.app_problem.is_empty() && !attached(state) {
             Availability::AppProblem(d.info.app_problem.clone())
-        } else if d.info.state == grpc::DeviceState::Waiting as i32 {
+        } else if state == grpc::DeviceState::Waiting as i32 {
             Availability::NoApp
-        } else if d.info.state == grpc::DeviceState::Disconnected as i32 {
+        } else if state == grpc::DeviceState::Disconnected as i32 {
             Availability::Disconnected
-        } else if d.info.state == grpc::DeviceState::Busy as i32 {
+        } else if state == grpc::DeviceState::Busy as i32 {
             // Its worker says so, though no lease of this coordinator is
             // on it (one taken back, whose attempt is still ending).
             Availability::Busy
-        } else if d.info.state == grpc::DeviceState::Idle as i32 {
+        } else if state == grpc::DeviceState::Idle as i32 {
             Availability::Idle
         } else {
             // A state this coordinator does not know: no app it can use.

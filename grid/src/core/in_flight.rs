@@ -1,6 +1,7 @@
 //! The owner task's writes in flight: a dispatch's leases and up to
-//! [`MAX_RECORDING`] bursts of results commit in tasks of their own while
-//! the owner goes on; each answer is acted on in the owner, in order.
+//! [`MAX_RECORDING`] bursts of results (each with the leases that follow
+//! them on their devices) commit in tasks of their own while the owner
+//! goes on; each answer is acted on in the owner, in order.
 
 use super::*;
 
@@ -13,8 +14,16 @@ pub(super) struct Granting {
 }
 
 /// What the store answers a burst's results: each result's key, or why it
-/// was refused.
-pub(super) type RecordAnswer = Result<Vec<Result<argus_store::AttemptKey, StoreError>>, StoreError>;
+/// was refused, and whether each lease that follows one was granted.
+pub(super) type RecordAnswer = Result<argus_store::FinishedAndGranted, StoreError>;
+
+/// A device's next lease, written with the result that frees it.
+pub(super) struct Chained {
+    /// The lease the result ends.
+    pub(super) after: String,
+    pub(super) pending: Pending<Key>,
+    pub(super) lease: NewLease,
+}
 
 /// A burst's results being written ([`Core::record_results`]).
 pub(super) struct Recording {
@@ -23,6 +32,8 @@ pub(super) struct Recording {
     pub(super) permits: Vec<Option<mpsc::OwnedPermit<records::Item>>>,
     /// A try again of results the store failed to take.
     pub(super) again: bool,
+    /// The leases that follow them on their devices, in the same write.
+    pub(super) chained: Vec<Chained>,
     pub(super) task: tokio::task::JoinHandle<RecordAnswer>,
 }
 
@@ -96,19 +107,22 @@ impl Core {
 
     /// The store's answer to the oldest result write in flight.
     pub(super) async fn recorded(&mut self, answer: Result<RecordAnswer, tokio::task::JoinError>) {
-        let Some(Recording { prepared, permits, again, .. }) = self.recording.pop_front() else { return };
+        let Some(Recording { prepared, permits, again, chained, .. }) = self.recording.pop_front() else { return };
         for finished in &prepared {
             self.finishing.remove(&finished.result.lease_id);
         }
-        let recorded = match flattened(answer) {
-            Ok(recorded) => recorded,
+        let written = match flattened(answer) {
+            Ok(written) => written,
             Err(error) => {
+                // Whether it committed is unknown: the same results and
+                // leases are written again, which grants a lease once.
                 warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");
                 self.unrecorded.extend(prepared);
+                self.unchained.extend(chained);
                 return;
             }
         };
-        for ((finished, recorded), permit) in prepared.into_iter().zip(recorded).zip(permits) {
+        for ((finished, recorded), permit) in prepared.into_iter().zip(written.finished).zip(permits) {
             let held = self.leases.get(&finished.result.lease_id).is_some_and(|l| l.revoking.is_none());
             let taken = match recorded {
                 Ok(_) => true,
@@ -130,6 +144,18 @@ impl Core {
                 })));
             }
             self.apply_result(finished).await;
+        }
+        // Their devices are free now: the leases that came with them go out.
+        for (Chained { pending, lease, .. }, granted) in chained.into_iter().zip(written.granted) {
+            match granted {
+                Some(true) => self.send_lease(lease, pending.key).await,
+                Some(false) => warn!(case = %pending.key.case, "the attempt is no longer pending; not leased"),
+                // Its device's result was refused: the attempt waits again.
+                None => {
+                    self.pending.push(pending);
+                    self.dispatch_due = true;
+                }
+            }
         }
     }
 }

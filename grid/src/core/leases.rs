@@ -1,6 +1,7 @@
 //! Leases: idle devices handed attempts (committed before they are sent),
 //! leases taken back, and attempt results recorded in one transaction per
-//! burst, then followed by what [`crate::policy`] decided.
+//! burst with the next leases of the devices they free, then followed by
+//! what [`crate::policy`] decided.
 
 use super::*;
 
@@ -85,25 +86,51 @@ impl Core {
             .map(|d| d.id.clone())
             .collect();
         idle.sort();
-        let selectors: HashMap<String, Selector> =
-            self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
+        let mut shares = self.shares();
+        // Waiting WebDriver sessions take their fair share first.
+        self.grant_sessions(&mut idle, &shares);
+        idle.sort();
+        let planned = self.plan(idle, &mut shares);
+        if planned.is_empty() {
+            return;
+        }
+        // Committed on a connection of its own while the owner goes on with
+        // the next burst's results: the devices stay out of every dispatch
+        // until [`Core::granted`] sends the leases.
+        let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
+        let store = self.store.clone();
+        let task = argus_proto::task::spawn("grant", async move { store.grant_leases(&leases).await });
+        self.granting =
+            Some(Granting { devices: planned.iter().map(|(_, l)| l.device_id.clone()).collect(), planned, task });
+    }
+
+    /// Each going run's share of the fleet: the leases it holds, but for
+    /// those whose results are being written (their devices are about to
+    /// be free).
+    fn shares(&self) -> HashMap<String, Share> {
         let mut shares: HashMap<String, Share> =
             self.runs.values().map(|r| (r.id.clone(), Share { priority: r.priority, running: 0 })).collect();
-        for lease in self.leases.values() {
+        for lease in self.leases.values().filter(|l| !self.finishing.contains(&l.id)) {
             if let Some(share) = shares.get_mut(&lease.run_id) {
                 share.running += 1;
             }
         }
-        // Waiting WebDriver sessions take their fair share first.
-        self.grant_sessions(&mut idle, &shares);
-        idle.sort();
+        shares
+    }
+
+    /// Decides what each of `devices` runs next (longest expected first, in
+    /// fair share), taking it from the queue and counting it in its run's
+    /// share: the leases to commit before they are sent.
+    fn plan(&mut self, devices: Vec<String>, shares: &mut HashMap<String, Share>) -> Vec<(Pending<Key>, NewLease)> {
+        let selectors: HashMap<String, Selector> =
+            self.runs.values().map(|r| (r.id.clone(), r.selector.clone())).collect();
         let mut planned: Vec<(Pending<Key>, NewLease)> = Vec::new();
-        for device_id in idle {
+        for device_id in devices {
             if self.pending.is_empty() {
                 break;
             }
             let Some(caps) = self.devices.get(&device_id).map(|d| d.caps.clone()) else { continue };
-            let Some(pending) = self.pending.next_for(&device_id, &caps, &selectors, &shares) else {
+            let Some(pending) = self.pending.next_for(&device_id, &caps, &selectors, shares) else {
                 continue;
             };
             match self.new_lease(&device_id, &pending.key) {
@@ -119,17 +146,36 @@ impl Core {
                 }
             }
         }
-        if planned.is_empty() {
-            return;
+        planned
+    }
+
+    /// The next attempt of each device a burst's results free, decided now
+    /// so that its lease commits with the result ([`Store::finish_and_grant`]):
+    /// one commit between two attempts on a device, not a result's then a
+    /// lease's. Only a device whose attempt ran (an infrastructure failure
+    /// may quarantine it) and that stays free to work; none while WebDriver
+    /// sessions wait, which [`Core::dispatch`] serves first.
+    fn chain(&mut self, prepared: &[Finished]) -> Vec<Chained> {
+        if self.pending.is_empty() || !self.session_queue.is_empty() {
+            return Vec::new();
         }
-        // Committed on a connection of its own while the owner goes on with
-        // the next burst's results: the devices stay out of every dispatch
-        // until [`Core::granted`] sends the leases.
-        let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
-        let store = self.store.clone();
-        let task = argus_proto::task::spawn("grant", async move { store.grant_leases(&leases).await });
-        self.granting =
-            Some(Granting { devices: planned.iter().map(|(_, l)| l.device_id.clone()).collect(), planned, task });
+        let mut after: HashMap<String, String> = HashMap::new();
+        for finished in prepared.iter().filter(|f| f.line.is_some()) {
+            let Some(lease) = self.leases.get(&finished.result.lease_id) else { continue };
+            let free = self.devices.get(&lease.device).map(|d| self.availability_after_result(d));
+            if matches!(free, Some(Availability::Idle)) {
+                after.insert(lease.device.clone(), lease.id.clone());
+            }
+        }
+        let mut devices: Vec<String> = after.keys().cloned().collect();
+        devices.sort();
+        let mut shares = self.shares();
+        self.plan(devices, &mut shares)
+            .into_iter()
+            .filter_map(|(pending, lease)| {
+                Some(Chained { after: after.get(&lease.device_id)?.clone(), pending, lease })
+            })
+            .collect()
     }
 
     /// The lease `device_id` would get for `key`. The owner task must not
@@ -236,7 +282,7 @@ impl Core {
             return;
         }
         let prepared: Vec<Finished> = results.into_iter().filter_map(|(w, r)| self.prepare_result(&w, r)).collect();
-        self.record_results(prepared, false).await;
+        self.record_results(prepared, false, None).await;
     }
 
     /// Writes prepared results, in a task of their own so that the owner
@@ -246,7 +292,7 @@ impl Core {
     /// the next sweep (`again`): a result refused then as no longer current,
     /// whose lease this coordinator still holds, was committed by the try
     /// whose answer was lost (only this task ends leases), and is applied.
-    pub(super) async fn record_results(&mut self, prepared: Vec<Finished>, again: bool) {
+    pub(super) async fn record_results(&mut self, prepared: Vec<Finished>, again: bool, chained: Option<Vec<Chained>>) {
         if prepared.is_empty() {
             return;
         }
@@ -270,9 +316,13 @@ impl Core {
             })
             .collect();
         self.finishing.extend(prepared.iter().map(|f| f.result.lease_id.clone()));
+        // A try again writes the same leases as its first try.
+        let chained = chained.unwrap_or_else(|| self.chain(&prepared));
+        let next: Vec<(String, NewLease)> = chained.iter().map(|c| (c.after.clone(), c.lease.clone())).collect();
         let store = self.store.clone();
-        let task = argus_proto::task::spawn("record results", async move { store.finish_attempts(&outcomes).await });
-        self.recording.push_back(Recording { prepared, permits, again, task });
+        let task =
+            argus_proto::task::spawn("record results", async move { store.finish_and_grant(&outcomes, &next).await });
+        self.recording.push_back(Recording { prepared, permits, again, chained, task });
     }
 
     /// A result checked against its lease, with what the store records. A

@@ -39,7 +39,7 @@ mod sessions;
 
 pub use sessions::{Grant, Granted, SessionAsk};
 
-use in_flight::{Granting, MAX_RECORDING, Recording, answer_of};
+use in_flight::{Chained, Granting, MAX_RECORDING, Recording, answer_of};
 
 use fleet::device_record;
 
@@ -476,8 +476,10 @@ struct Core {
     recording: std::collections::VecDeque<Recording>,
     /// Their leases: what nothing else may end meanwhile.
     finishing: std::collections::HashSet<String>,
-    /// Results the store failed to take, tried again at each sweep.
+    /// Results the store failed to take, tried again at each sweep, and
+    /// the leases that were to follow them ([`Chained`]).
     unrecorded: Vec<Finished>,
+    unchained: Vec<Chained>,
     /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
     /// kept when the store fails). What follows a result is written with it.
     unqueued: Vec<(Key, Option<String>)>,
@@ -566,6 +568,7 @@ pub async fn start(
         recording: Default::default(),
         finishing: Default::default(),
         unrecorded: Vec::new(),
+        unchained: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),
         unextended: Default::default(),
@@ -603,7 +606,7 @@ pub async fn start(
                             Some(command) => {
                                 // Whatever else is ready is handled too before leases
                                 // are decided: a burst of results becomes one
-                                // transaction of results and one of leases.
+                                // transaction, with the leases of the devices it frees.
                                 let mut burst = vec![command];
                                 while burst.len() < MAX_BURST && let Ok(more) = rx.try_recv() {
                                     burst.push(more);
@@ -793,8 +796,17 @@ impl Core {
     /// attempts, quarantines, run ends.
     async fn settle(&mut self) {
         let unrecorded = std::mem::take(&mut self.unrecorded);
+        let unchained = std::mem::take(&mut self.unchained);
         if !unrecorded.is_empty() {
-            self.record_results(unrecorded, true).await;
+            // A lease taken back meanwhile frees its device for any dispatch:
+            // what was to follow it waits again, rather than share the device.
+            let (held, freed): (Vec<Chained>, Vec<Chained>) =
+                unchained.into_iter().partition(|c| self.leases.get(&c.after).is_some_and(|l| l.revoking.is_none()));
+            for chained in freed {
+                warn!(case = %chained.pending.key.case, "its device's lease was taken back; the attempt waits again");
+                self.pending.push(chained.pending);
+            }
+            self.record_results(unrecorded, true, Some(held)).await;
         }
         self.flush().await;
         self.unextended.retain(|id| self.leases.contains_key(id));
