@@ -106,12 +106,17 @@ impl Core {
 
     /// Each going run's share of the fleet: the leases it holds, but for
     /// those whose results are being written (their devices are about to
-    /// be free).
+    /// be free), and those being committed (a dispatch's, and those that
+    /// follow results being written).
     fn shares(&self) -> HashMap<String, Share> {
         let mut shares: HashMap<String, Share> =
             self.runs.values().map(|r| (r.id.clone(), Share { priority: r.priority, running: 0 })).collect();
-        for lease in self.leases.values().filter(|l| !self.finishing.contains(&l.id)) {
-            if let Some(share) = shares.get_mut(&lease.run_id) {
+        let held = self.leases.values().filter(|l| !self.finishing.contains(&l.id)).map(|l| &l.run_id);
+        let granting = self.granting.iter().flat_map(|g| g.planned.iter().map(|(_, lease)| &lease.run_id));
+        let in_flight = self.recording.iter().flat_map(|r| r.chained.iter());
+        let chained = in_flight.chain(self.unchained.iter()).map(|c| &c.lease.run_id);
+        for run_id in held.chain(granting).chain(chained) {
+            if let Some(share) = shares.get_mut(run_id) {
                 share.running += 1;
             }
         }
