@@ -37,8 +37,11 @@ pub(super) struct Recording {
     pub(super) task: tokio::task::JoinHandle<RecordAnswer>,
 }
 
-/// The most bursts of results written at once.
-pub(super) const MAX_RECORDING: usize = 2;
+/// The most bursts of results written at once. Three: the leases of the
+/// devices they free travel with them (two bursts and a dispatch's leases
+/// were in flight before those did), and an fsync'ed Postgres commits
+/// transactions in flight together.
+pub(super) const MAX_RECORDING: usize = 3;
 
 /// A write's answer once its task ends; never, when there is none (a
 /// branch of the owner's loop that waits for nothing).
