@@ -1,5 +1,6 @@
 //! The owner task in process, in milliseconds: workers are channels the
-//! test reads and writes (no gRPC, no app), the store is a fresh SQLite,
+//! test reads and writes (no gRPC, no app), the store is a fresh SQLite
+//! (Postgres behind a proxy where a commit's answer must be lost),
 //! and time passes only when the test moves tokio's clock forward
 //! ([`pass`]), so that a 20-second lease expires at once and nothing waits
 //! on a fixed sleep. Each rule is tested beside its control: the same
@@ -470,4 +471,92 @@ async fn a_device_gets_its_next_attempt_with_its_result_and_not_after_an_infrast
     let lines = grid.store.run_lines(&run).await.unwrap();
     assert_eq!(lines.len(), 3, "each case passed once: {lines:?}");
     grid.stop().await;
+}
+
+/// A dispatch's leases commit, and the answer is lost (the connection to
+/// Postgres dies between the commit and its answer): the same leases are
+/// written again, not new ones, which the store would refuse for attempts
+/// the lost commit leased, stranding them until a restart.
+#[tokio::test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+async fn leases_whose_commit_answer_was_lost_are_granted_once_and_sent() {
+    let url = argus_store::testkit::postgres_url(None, "argus_owner").await;
+    let lossy = LosesACommitAnswer::start(&url, b"SET state = 'leased'").await;
+    let grid = start(Store::open(&lossy.url).await.unwrap()).await;
+    let mut worker = join(&grid, "w", &["ios-1"]).await;
+    let run = grid.submit(&["a"], 1, 0).await;
+    let lease = worker.lease().await;
+    assert!(lossy.lost(), "the commit of the first lease lost its answer");
+    worker.finish(&lease, "passed").await;
+    assert_eq!(grid.ended(&run).await, "passed");
+    let attempts = grid.store.run_attempts(&run).await.unwrap();
+    assert_eq!(attempts.len(), 1, "one attempt, leased once: {attempts:?}");
+    grid.stop().await;
+}
+
+/// A TCP proxy in front of Postgres that loses the answer of one commit:
+/// that of the first transaction whose statements hold `marker`. The
+/// commit goes through, the connection is cut before its answer comes back.
+struct LosesACommitAnswer {
+    url: String,
+    lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LosesACommitAnswer {
+    async fn start(url: &str, marker: &'static [u8]) -> Self {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // postgres://user@host:port/database: the proxy takes host:port.
+        let (head, rest) = url.split_once('@').expect("the test URL names a user");
+        let (target, database) = rest.split_once('/').expect("the test URL names a database");
+        let target = target.to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // Plain text, so that the statements can be read on the way.
+        let proxied = format!("{head}@{}/{database}?sslmode=disable", listener.local_addr().unwrap());
+        let lost = Arc::new(AtomicBool::new(false));
+        let once = lost.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else { return };
+                let (mut client_rx, mut client_tx) = client.into_split();
+                let (mut server_rx, mut server_tx) = server.into_split();
+                let (once, cut) = (once.clone(), Arc::new(AtomicBool::new(false)));
+                let answers = cut.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
+                        if answers.load(Ordering::SeqCst) || client_tx.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let (mut buf, mut seen, mut armed) = (vec![0u8; 64 * 1024], Vec::new(), false);
+                    while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
+                        let chunk = &buf[..n];
+                        seen.extend_from_slice(chunk);
+                        armed |= seen.windows(marker.len()).any(|w| w == marker);
+                        seen.drain(..seen.len().saturating_sub(marker.len()));
+                        let commit = chunk.windows(6).any(|w| w == b"COMMIT");
+                        if armed && commit && !once.swap(true, Ordering::SeqCst) {
+                            cut.store(true, Ordering::SeqCst);
+                            let _ = server_tx.write_all(chunk).await;
+                            // The server commits; its answer goes nowhere.
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            return;
+                        }
+                        if server_tx.write_all(chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { url: proxied, lost }
+    }
+
+    fn lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }

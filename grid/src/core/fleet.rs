@@ -343,7 +343,8 @@ impl Core {
     /// A device's state, in one place: what keeps it from work first,
     /// then what it does, then whether its app is there.
     pub(super) fn availability(&self, d: &Device) -> Availability {
-        let leased = d.lease.is_some() || self.granting.as_ref().is_some_and(|g| g.devices.contains(&d.id));
+        let granting = self.granting.as_ref().is_some_and(|g| g.devices.contains(&d.id));
+        let leased = d.lease.is_some() || granting || self.ungranted.iter().any(|(_, l)| l.device_id == d.id);
         self.availability_as(d, leased, d.info.state)
     }
 

@@ -68,19 +68,19 @@ impl Core {
     }
 
     /// The store's answer to the leases in flight: those committed go to
-    /// their devices; when the store failed, their attempts wait again and
-    /// the next dispatch tries again.
+    /// their devices; when the store failed, the same leases are tried
+    /// again ([`Core::regrant`]).
     pub(super) async fn granted(&mut self, answer: Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError>) {
         let Some(Granting { planned, .. }) = self.granting.take() else { return };
         let granted = match flattened(answer) {
             Ok(granted) => granted,
             Err(error) => {
-                // Tried again at the next sweep, if nothing comes sooner:
-                // not at once, which would spin while the store is down.
-                warn!(%error, leases = planned.len(), "cannot commit leases; their attempts stay queued");
-                for (pending, _) in planned {
-                    self.pending.push(pending);
-                }
+                // Whether they committed is unknown: the next sweep writes
+                // the same leases again (granting one is idempotent), their
+                // devices and attempts held for them meanwhile. New leases
+                // for those attempts would be refused if these committed.
+                warn!(%error, leases = planned.len(), "cannot commit leases; trying them again at the next sweep");
+                self.ungranted.extend(planned);
                 return;
             }
         };

@@ -94,9 +94,13 @@ impl Core {
         if planned.is_empty() {
             return;
         }
-        // Committed on a connection of its own while the owner goes on with
-        // the next burst's results: the devices stay out of every dispatch
-        // until [`Core::granted`] sends the leases.
+        self.grant(planned);
+    }
+
+    /// Commits `planned` on a connection of its own while the owner goes on
+    /// with the next burst's results: the devices stay out of every
+    /// dispatch until [`Core::granted`] sends the leases.
+    fn grant(&mut self, planned: Vec<(Pending<Key>, NewLease)>) {
         let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
         let store = self.store.clone();
         let task = argus_proto::task::spawn("grant", async move { store.grant_leases(&leases).await });
@@ -104,15 +108,32 @@ impl Core {
             Some(Granting { devices: planned.iter().map(|(_, l)| l.device_id.clone()).collect(), planned, task });
     }
 
+    /// Writes again the leases whose commit's answer was lost, once the
+    /// dispatch in flight (if any) has answered: those that committed then
+    /// count as granted now, the others are granted now, and none is
+    /// granted twice. An attempt whose run was cancelled meanwhile is
+    /// refused and dropped; a lease whose device went away meanwhile is
+    /// taken back once sent ([`Core::send_lease`]), and its attempt runs
+    /// again.
+    pub(super) async fn regrant(&mut self) {
+        if self.ungranted.is_empty() {
+            return;
+        }
+        self.settle_grant().await;
+        let planned = std::mem::take(&mut self.ungranted);
+        self.grant(planned);
+    }
+
     /// Each going run's share of the fleet: the leases it holds, but for
     /// those whose results are being written (their devices are about to
-    /// be free), and those being committed (a dispatch's, and those that
-    /// follow results being written).
+    /// be free), and those being committed (a dispatch's, those tried
+    /// again, and those that follow results being written).
     fn shares(&self) -> HashMap<String, Share> {
         let mut shares: HashMap<String, Share> =
             self.runs.values().map(|r| (r.id.clone(), Share { priority: r.priority, running: 0 })).collect();
         let held = self.leases.values().filter(|l| !self.finishing.contains(&l.id)).map(|l| &l.run_id);
-        let granting = self.granting.iter().flat_map(|g| g.planned.iter().map(|(_, lease)| &lease.run_id));
+        let granting = self.granting.iter().flat_map(|g| g.planned.iter()).chain(self.ungranted.iter());
+        let granting = granting.map(|(_, lease)| &lease.run_id);
         let in_flight = self.recording.iter().flat_map(|r| r.chained.iter());
         let chained = in_flight.chain(self.unchained.iter()).map(|c| &c.lease.run_id);
         for run_id in held.chain(granting).chain(chained) {

@@ -472,6 +472,9 @@ struct Core {
     session_queue: Vec<sessions::Waiting>,
     /// Leases being committed: at most one dispatch's at a time.
     granting: Option<Granting>,
+    /// A dispatch's leases whose commit's answer was lost, written again
+    /// at the next sweep ([`Core::regrant`]); empty while the store answers.
+    ungranted: Vec<(Pending<Key>, NewLease)>,
     /// Bursts of results being written, oldest first ([`MAX_RECORDING`]).
     recording: std::collections::VecDeque<Recording>,
     /// Their leases: what nothing else may end meanwhile.
@@ -565,6 +568,7 @@ pub async fn start(
         sessions: HashMap::new(),
         session_queue: Vec::new(),
         granting: None,
+        ungranted: Vec::new(),
         recording: Default::default(),
         finishing: Default::default(),
         unrecorded: Vec::new(),
@@ -809,6 +813,7 @@ impl Core {
             self.record_results(unrecorded, true, Some(held)).await;
         }
         self.flush().await;
+        self.regrant().await;
         self.unextended.retain(|id| self.leases.contains_key(id));
         if !self.unextended.is_empty() {
             let ids: Vec<String> = self.unextended.iter().cloned().collect();

@@ -396,6 +396,8 @@ impl Core {
         self.store.cancel_run(run_id, reason, self.clock.now_ms(), &manifest).await?;
         self.pending.remove_run(run_id);
         self.unqueued.retain(|(key, _)| key.run != run_id);
+        // The store ended whatever of them committed.
+        self.ungranted.retain(|(pending, _)| pending.key.run != run_id);
         let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();
         for lease_id in leases {
             let Some(lease) = self.leases.remove(&lease_id) else { continue };
