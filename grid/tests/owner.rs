@@ -516,14 +516,14 @@ impl LosesACommitAnswer {
         let proxied = format!("{head}@{}/{database}?sslmode=disable", listener.local_addr().unwrap());
         let lost = Arc::new(AtomicBool::new(false));
         let once = lost.clone();
-        tokio::spawn(async move {
+        argus_proto::task::spawn("lossy proxy", async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = tokio::net::TcpStream::connect(&target).await else { return };
                 let (mut client_rx, mut client_tx) = client.into_split();
                 let (mut server_rx, mut server_tx) = server.into_split();
                 let (once, cut) = (once.clone(), Arc::new(AtomicBool::new(false)));
                 let answers = cut.clone();
-                tokio::spawn(async move {
+                argus_proto::task::spawn("lossy proxy: answers", async move {
                     let mut buf = vec![0u8; 64 * 1024];
                     while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
                         if answers.load(Ordering::SeqCst) || client_tx.write_all(&buf[..n]).await.is_err() {
@@ -531,7 +531,7 @@ impl LosesACommitAnswer {
                         }
                     }
                 });
-                tokio::spawn(async move {
+                argus_proto::task::spawn("lossy proxy: statements", async move {
                     let (mut buf, mut seen, mut armed) = (vec![0u8; 64 * 1024], Vec::new(), false);
                     while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
                         let chunk = &buf[..n];
