@@ -66,7 +66,8 @@ impl Coordinator {
         let child = Command::new(env!("CARGO_BIN_EXE_argus"))
             .args(["coordinator", "--listen", &format!("127.0.0.1:{grpc_port}")])
             .args(["--http", &format!("127.0.0.1:{http_port}"), "--database-url", database])
-            .env("RUST_LOG", "warn")
+            // `ARGUS_BENCH_LOG=warn,argus_grid=debug` shows where a submit goes.
+            .env("RUST_LOG", std::env::var("ARGUS_BENCH_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

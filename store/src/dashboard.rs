@@ -109,13 +109,15 @@ impl Store {
         .await?)
     }
 
-    /// A case's finished attempts in a project, newest first.
+    /// A case's finished attempts in a project, newest first (a done
+    /// attempt always has `finished_at`: said, so that `attempts_case_finished`,
+    /// which holds only such rows, serves the order).
     pub async fn case_history(&self, project: &str, case_id: &str, limit: u32) -> Result<Vec<CaseAttempt>, StoreError> {
         Ok(sqlx::query_as::<_, CaseAttempt>(
             "SELECT a.run_id, r.branch, r.started_at AS run_started_at, a.attempt, a.result, a.infrastructure, \
              a.device_id, a.platform, a.ms, a.finished_at, a.error, a.heap_start_kb, a.heap_end_kb, a.rss_start_kb, \
              a.rss_end_kb, a.render_commits, a.render_us FROM attempts a JOIN runs r ON r.id = a.run_id \
-             WHERE a.case_id = $1 AND r.project = $2 AND a.state = 'done' \
+             WHERE a.case_id = $1 AND r.project = $2 AND a.state = 'done' AND a.finished_at IS NOT NULL \
              ORDER BY a.finished_at DESC LIMIT $3",
         )
         .bind(case_id)

@@ -163,10 +163,10 @@ impl Store {
         Ok(n > 0 && results.len() == n as usize && results.iter().all(|r| r.as_deref() == Some("passed")))
     }
 
-    /// Whether `case_id` has run in `project` (an attempt of it is kept).
+    /// Whether `case_id` has run in `project` (a run of it is kept).
     pub async fn case_known(&self, project: &str, case_id: &str) -> Result<bool, StoreError> {
         let found: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM attempts a JOIN runs r ON r.id = a.run_id WHERE a.case_id = $1 AND r.project = $2 LIMIT 1",
+            "SELECT 1 FROM cases c JOIN runs r ON r.id = c.run_id WHERE c.case_id = $1 AND r.project = $2 LIMIT 1",
         )
         .bind(case_id)
         .bind(project)

@@ -17,7 +17,7 @@ use argus_proto::wire::Hello;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use crate::error::CoreError;
 use crate::metrics::{Metrics, Snapshot};
@@ -202,7 +202,9 @@ impl Handle {
             let rerun = crate::rerun::prepare(store, request).await?;
             (rerun.request, Some(rerun.cases))
         };
+        let began = std::time::Instant::now();
         let mut suite = tokio::task::spawn_blocking(move || crate::submit::check(request)).await.map_err(stopped)??;
+        let checked = began.elapsed();
         if let Some(only) = &only {
             suite.cases.retain(|case| only.contains(&case.id));
             if suite.cases.is_empty() {
@@ -212,6 +214,7 @@ impl Handle {
         self.admit(suite.selector.clone()).await?;
         let platform = suite.selector.platform.clone().unwrap_or_default();
         let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
+        let estimated = began.elapsed();
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let started_at = crate::time::now_ms();
         let (suite, mut run) = tokio::task::spawn_blocking(move || {
@@ -229,7 +232,18 @@ impl Handle {
                 muted.push(crate::mutes::to_grpc(mute.clone()));
             }
         }
+        let planned = began.elapsed();
         store.create_run(&run).await?;
+        // What a big suite's submit spends where, for whoever tunes one.
+        debug!(
+            run = %run.id,
+            cases = run.cases.len(),
+            check_ms = checked.as_millis() as u64,
+            history_ms = (estimated - checked).as_millis() as u64,
+            plan_ms = (planned - estimated).as_millis() as u64,
+            write_ms = (began.elapsed() - planned).as_millis() as u64,
+            "suite checked and written"
+        );
         let rerun_of = run.rerun_of.clone().unwrap_or_default();
         let mut response = self.submitted(suite, run, traceparent).await?;
         response.muted = muted;
