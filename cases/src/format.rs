@@ -160,17 +160,19 @@ impl CaseFile {
 /// there. A part no `{{matrix.…}}` touches is the same text in every
 /// combination and is found again by one comparison, without copying or
 /// hashing it; a part that differs is parsed anew.
+/// Shared, not copied: a matrix of 200 values is a frontmatter of 200
+/// nodes, and each of its 200 cases would copy them all.
 #[derive(Default)]
-struct Parsed(std::collections::HashMap<usize, (String, Node)>);
+struct Parsed(std::collections::HashMap<usize, (String, std::sync::Arc<Node>)>);
 
 impl Parsed {
-    fn get(&mut self, text: &str, file: &str, first_line: usize) -> Result<Node, CaseError> {
+    fn get(&mut self, text: &str, file: &str, first_line: usize) -> Result<std::sync::Arc<Node>, CaseError> {
         if let Some((seen, node)) = self.0.get(&first_line)
             && seen == text
         {
             return Ok(node.clone());
         }
-        let node = parse_yaml(text, file, first_line)?;
+        let node = std::sync::Arc::new(parse_yaml(text, file, first_line)?);
         self.0.insert(first_line, (text.to_owned(), node.clone()));
         Ok(node)
     }
@@ -216,16 +218,21 @@ fn build_with(text: &str, file: &str, id: String, parsed: &mut Parsed) -> Result
     let frontmatter = parsed.get(front, file, 2)?;
     let body_line = front.lines().count() + 3;
     let body = parsed.get(body, file, body_line)?;
-    let mut meta = match &frontmatter.value {
-        Value::Object(map) => map.clone(),
-        Value::Null => Map::new(),
+    let empty = Map::new();
+    let front = match &frontmatter.value {
+        Value::Object(map) => map,
+        Value::Null => &empty,
         other => return Err(CaseError::new(file, Some(2), format!("the frontmatter must be a mapping, not {other}"))),
     };
-    let text_field = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+    let text_field = |key: &str| front.get(key).and_then(Value::as_str).map(str::to_owned);
     let (title, description) = (text_field("title"), text_field("description"));
-    for key in ["id", "title", "description", "matrix"] {
-        meta.remove(key);
-    }
+    // What the case is, not what it says about itself (the matrix it came
+    // from is not copied into each of its cases).
+    let meta: Map<String, Value> = front
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "id" | "title" | "description" | "matrix"))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     if !matches!(body.value, Value::Object(_) | Value::Null) {
         return Err(CaseError::new(file, Some(body.line), "the body must be a mapping with setup and steps"));
     }
