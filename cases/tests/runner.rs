@@ -306,8 +306,8 @@ for line in sys.stdin:
 
 #[tokio::test]
 async fn the_fixtures_wire_for_the_template_case() {
-    let log = std::env::temp_dir().join(format!("argus-fixtures-{}.log", std::process::id()));
-    let _ = std::fs::remove_file(&log);
+    let folder = tempfile::tempdir().unwrap();
+    let log = folder.path().join("fixtures.log");
     let mut config = CasesConfig::defaults(&PathBuf::from("."));
     config.refs.insert("user".into(), "user_id".into());
     let project = Arc::new(LocalProject::new(Some(recording_fixtures(&log)), PathBuf::from(".")));
@@ -368,7 +368,8 @@ expected: |
 
 #[tokio::test]
 async fn a_macro_with_conditions_presses_once() {
-    let log = std::env::temp_dir().join(format!("argus-macro-{}.log", std::process::id()));
+    let folder = tempfile::tempdir().unwrap();
+    let log = folder.path().join("macro.log");
     let mut config = CasesConfig::defaults(&PathBuf::from("."));
     config.macros = serde_json::from_value(json!({
         "app.enter": [

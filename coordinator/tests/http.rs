@@ -13,25 +13,24 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-/// A coordinator on SQLite with its HTTP port; the port's address.
-async fn coordinator(read_token: Option<&str>) -> (String, CancellationToken) {
+/// A coordinator on SQLite with its HTTP port; the port's address, and the
+/// folder of its files (removed when dropped).
+async fn coordinator(read_token: Option<&str>) -> (String, CancellationToken, tempfile::TempDir) {
     coordinator_with(Tokens { read: read_token.map(Into::into), ..Tokens::default() }).await
 }
 
-async fn coordinator_with(tokens: Tokens) -> (String, CancellationToken) {
-    let path = std::env::temp_dir().join(format!("argus-http-{}-{}.db", std::process::id(), rand::random::<u32>()));
-    let store = Store::open(&format!("sqlite:{}", path.display())).await.unwrap();
+async fn coordinator_with(tokens: Tokens) -> (String, CancellationToken, tempfile::TempDir) {
+    let store = Store::open(&argus_store::testkit::sqlite_url("argus_http")).await.unwrap();
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = http.local_addr().unwrap().to_string();
-    let artifacts =
-        std::env::temp_dir().join(format!("argus-http-files-{}-{}", std::process::id(), rand::random::<u32>()));
-    let artifacts = argus_store::artifacts::DirStore::open(artifacts).unwrap();
+    let files = tempfile::Builder::new().prefix("argus-http-files").tempdir().unwrap();
+    let artifacts = argus_store::artifacts::DirStore::open(files.path().to_owned()).unwrap();
     let options =
         Options { tokens, http: Some(http), artifacts: Some(std::sync::Arc::new(artifacts)), ..Options::default() };
     let cancel = CancellationToken::new();
     tokio::spawn(argus_coordinator::serve_with(grpc, store, options, cancel.clone()));
-    (addr, cancel)
+    (addr, cancel, files)
 }
 
 /// Sends `target` as a GET with `headers`; the status and the body.
@@ -57,7 +56,7 @@ fn error_of(body: &str) -> String {
 
 #[tokio::test]
 async fn bad_input_gets_a_400_that_says_what_was_wrong_and_api_errors_are_json() {
-    let (addr, cancel) = coordinator(None).await;
+    let (addr, cancel, _files) = coordinator(None).await;
     let (status, body) = get(&addr, b"/api/v1/runs?branch=a%00b", "").await;
     assert_eq!((status, error_of(&body).as_str()), (400, "the request's query holds a NUL byte"));
     let (status, body) = get(&addr, b"/api/v1/cases/x%00y?project=p", "").await;
@@ -84,7 +83,7 @@ async fn bad_input_gets_a_400_that_says_what_was_wrong_and_api_errors_are_json()
 
 #[tokio::test]
 async fn the_read_token_guards_everything_but_health() {
-    let (addr, cancel) = coordinator(Some("r-secret")).await;
+    let (addr, cancel, _files) = coordinator(Some("r-secret")).await;
     for target in [&b"/"[..], b"/api/v1/runs", b"/metrics", b"/fleet"] {
         let (status, _) = get(&addr, target, "").await;
         assert_eq!(status, 401, "{}", String::from_utf8_lossy(target));
@@ -112,7 +111,7 @@ fn w3c_error(body: &str) -> (String, String) {
 #[tokio::test]
 async fn webdriver_needs_the_client_token_and_every_error_is_w3c_json() {
     let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
-    let (addr, cancel) = coordinator_with(tokens).await;
+    let (addr, cancel, _files) = coordinator_with(tokens).await;
     for path in [&b"/status"[..], b"/wd/hub/status", b"/session/x/source"] {
         let (status, body) = get(&addr, path, "authorization: Bearer r-secret\r\n").await;
         assert_eq!(status, 401, "the read token does not drive devices: {body}");
@@ -135,7 +134,7 @@ async fn webdriver_needs_the_client_token_and_every_error_is_w3c_json() {
 
 #[tokio::test]
 async fn metrics_are_openmetrics_text_labelled_as_such_with_the_build() {
-    let (addr, cancel) = coordinator(None).await;
+    let (addr, cancel, _files) = coordinator(None).await;
     let mut stream = TcpStream::connect(&addr).await.unwrap();
     stream.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
     let mut response = Vec::new();
@@ -158,7 +157,7 @@ async fn metrics_are_openmetrics_text_labelled_as_such_with_the_build() {
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_let_go() {
-    let (addr, cancel) = coordinator(None).await;
+    let (addr, cancel, _files) = coordinator(None).await;
     let mut stream = TcpStream::connect(&addr).await.unwrap();
     stream.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n").await.unwrap();
     let started = std::time::Instant::now();
@@ -191,9 +190,10 @@ fn report_push(base: &str, key: &str, run_dir: &std::path::Path, project: &str) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lynkeus_report_push_lands_a_run_in_the_history() {
     let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
-    let (addr, cancel) = coordinator_with(tokens).await;
+    let (addr, cancel, _files) = coordinator_with(tokens).await;
     let base = format!("http://{addr}");
-    let dir = std::env::temp_dir().join(format!("argus-push-{}-{}", std::process::id(), rand::random::<u32>()));
+    let report = tempfile::Builder::new().prefix("argus-push").tempdir().unwrap();
+    let dir = report.path().to_owned();
     std::fs::create_dir_all(dir.join("pay")).unwrap();
     std::fs::write(dir.join("pay/01-app-see-sent.png"), b"not really a png").unwrap();
     let run = r#"{"schema":1,"startedAt":"2026-01-02T03:00:00.000Z","finishedAt":"2026-01-02T03:01:00.000Z","platform":"ios","native":false,"totals":{"cases":1,"passed":1,"failed":0,"unsupported":0,"retried":1}}"#;
@@ -273,7 +273,7 @@ async fn send(addr: &str, method: &str, target: &str, headers: &str, body: &str)
 #[tokio::test]
 async fn a_case_is_muted_and_unmuted_over_the_api_with_the_client_token_and_the_pages_show_it() {
     let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
-    let (addr, cancel) = coordinator_with(tokens).await;
+    let (addr, cancel, _files) = coordinator_with(tokens).await;
     let read = "authorization: Bearer r-secret\r\n";
     let client = "authorization: Bearer c-key\r\n";
     // A case that has run in the project, landed as lynkeus' report push does.

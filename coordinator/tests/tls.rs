@@ -20,8 +20,7 @@ fn certs() -> PathBuf {
 
 /// A coordinator on SQLite, with TLS or without; its port.
 async fn coordinator(tls: bool, cancel: &CancellationToken) -> u16 {
-    let db = std::env::temp_dir().join(format!("argus-tls-{}-{}.db", std::process::id(), free_port()));
-    let store = Store::open(&format!("sqlite:{}", db.display())).await.unwrap();
+    let store = Store::open(&argus_store::testkit::sqlite_url("argus_tls")).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let tls = tls.then(|| TlsIdentity::load(&certs().join("server.pem"), &certs().join("server.key")).unwrap());
