@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use argus_proto::run::{CaseResult, RunDir, StepStatus};
+use common::temp_dir;
+
+mod common;
 
 const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
 
@@ -13,13 +16,6 @@ fn shop() -> PathBuf {
 }
 
 use argus_testkit::free_port;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("argus-e2e-{name}-{}-{}", std::process::id(), free_port()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A simulated app that dies with the test.
 struct Sim(Child);
@@ -138,11 +134,10 @@ fn the_example_suite_runs_on_the_simulated_app() {
         junit.contains(r#"tests="11""#) && junit.contains("<flakyFailure") && junit.contains("<skipped"),
         "{junit}"
     );
-    std::fs::remove_dir_all(out).unwrap();
 }
 
-/// A throwaway project: files under a temp dir.
-fn project(name: &str, files: &[(&str, &str)]) -> PathBuf {
+/// A throwaway project: files under a folder removed when dropped.
+fn project(name: &str, files: &[(&str, &str)]) -> common::Folder {
     let dir = temp_dir(name);
     for (path, body) in files {
         let path = dir.join(path);

@@ -39,7 +39,7 @@ fn database(admin: Option<&str>) -> String {
 /// A coordinator, workers and their simulated apps, and a project with the
 /// suite, all as processes that die with the test.
 struct Grid {
-    dir: PathBuf,
+    dir: Folder,
     url: String,
     listen: String,
     http: String,
@@ -155,11 +155,11 @@ impl Grid {
 
 impl Drop for Grid {
     fn drop(&mut self) {
-        // Processes first (they hold the directory), then the directory.
+        // Processes first (they hold the directory); the directory goes
+        // with the fields.
         self.sims.clear();
         self.workers.clear();
         self.coordinator = None;
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

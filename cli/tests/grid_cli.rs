@@ -41,7 +41,6 @@ fn the_demo_shards_its_suite_over_both_platforms_and_shows_a_flake_an_unsupporte
     assert!(junit.contains(r#"<property name="attempt.2.device" value="demo/"#), "where each attempt ran: {junit}");
     assert!(printed.contains("flaky: promo (passed on attempt 2)"), "{printed}");
     assert!(printed.contains("infrastructure retry: 1 (relaunch on demo/"), "{printed}");
-    std::fs::remove_dir_all(state).unwrap();
 }
 
 #[test]
@@ -111,7 +110,6 @@ fn run_on_a_local_grid_and_its_exit_codes() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).contains("cannot reach the coordinator at http://127.0.0.1:"), "{}", text(&output));
-    std::fs::remove_dir_all(project).unwrap();
 }
 
 /// The last attempt of each case: its result, and each step's name and status.
@@ -189,7 +187,6 @@ fn the_shop_suite_on_a_grid_runs_its_fixtures_in_the_client_and_matches_one_devi
         assert!(printed.contains("cases/flaky.md:"), "{printed}");
         assert!(printed.contains("flaky: `warm_cache ` runs on the project's side (fixtures or exec)"), "{printed}");
     }
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -285,7 +282,6 @@ fn a_failed_step_is_pictured_and_its_picture_reaches_the_store_the_run_directory
     }
     let (status, _) = http_get_bytes(&http, &format!("/runs/{run_id}/files/red/..%2F..%2Fargus.db"));
     assert_eq!(status, 400, "a path out of the run's folder is refused");
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 mod otlp {
@@ -431,7 +427,6 @@ fn a_run_is_one_trace_from_the_client_through_the_coordinator_and_workers_to_the
         "the worker's call to the app is the command's child: {summary:?}"
     );
     drop(runtime);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -490,7 +485,6 @@ fn wrong_addresses_and_tokens_are_told_what_to_change() {
     assert!(text(&output).contains("the coordinator refused this worker"), "{}", text(&output));
     assert!(text(&output).contains("token"), "{}", text(&output));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -531,7 +525,6 @@ fn logs_are_json_lines_for_a_collector_when_asked() {
     assert_eq!(line["level"], "INFO", "{first}");
     assert!(line["fields"]["message"].is_string(), "{first}");
     assert!(!first.contains('\u{1b}'), "no colour codes: {first}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -561,7 +554,6 @@ fn standalone_serves_the_dashboard_and_metrics_too() {
     let (status, metrics) = http_get_bytes(&http, "/metrics");
     assert_eq!(status, 200);
     assert!(String::from_utf8_lossy(&metrics).contains("argus_build_info"));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Stand-ins for `xcrun` and `adb` on the PATH: they record their arguments
@@ -637,7 +629,6 @@ fn a_worker_discovers_its_hosts_simulators_and_emulators_and_says_what_each_app_
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).contains("no booted iOS simulator"), "{}", text(&output));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -672,7 +663,6 @@ fn a_worker_serves_its_metrics() {
     let slot = format!(r#"argus_worker_slot{{slot="{port}",platform="ios",state="idle"}} 1"#);
     assert!(body.lines().any(|l| l == slot), "{slot} missing from\n{body}");
     assert!(body.contains(r#"argus_worker_driver_call_duration_seconds_count{name="screen"}"#), "{body}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -717,7 +707,6 @@ fn a_suite_outside_the_working_folder_runs_from_anywhere_with_the_argus_that_run
     assert_eq!(files.into_iter().collect::<Vec<_>>(), ["cases/ok.md", "cases/two words.md"]);
     let ok = run.cases.iter().find(|c| c.id == "ok").unwrap();
     assert_eq!(ok.steps[0].status, StepStatus::Passed, "{:?}", ok.steps[0]);
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -772,7 +761,6 @@ fn prune_removes_whole_runs_with_their_pictures_and_says_what_it_would_do_first(
     let output = Command::new(ARGUS).current_dir(&scratch).args(["coordinator", "--keep-days", "0"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(text(&output).contains("keep_days 0 would remove every finished run"), "{}", text(&output));
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -834,7 +822,6 @@ fn runs_compare_names_what_a_run_fixed_and_broke_and_exits_1_on_a_new_failure() 
     assert!(text(&slower).contains("(its spread"), "{}", text(&slower));
     let faster = compare(ids[0], ids[1]);
     assert!(text(&faster).contains("faster:"), "{}", text(&faster));
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -881,7 +868,6 @@ fn a_second_app_with_a_wrong_token_neither_takes_calls_nor_goes_unnamed() {
         assert!(std::time::Instant::now() < deadline, "the device never said why: {listing}");
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -926,7 +912,6 @@ fn a_device_whose_before_hook_relaunches_its_app_is_not_out() {
     assert_eq!(output.status.code(), Some(0), "{printed}");
     assert!(printed.contains("4/4 passed"), "{printed}");
     assert!(!printed.contains("is out"), "a device in its own attempt is not out: {printed}");
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 /// A coordinator on SQLite in `dir` (`dir/argus.db`), with `extra` flags:
@@ -1039,7 +1024,6 @@ fn a_muted_case_fails_without_failing_the_run_reruns_come_from_the_stored_files_
     let again = argus(&["cases", "unmute", "promo"]);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
     assert!(text(&again).contains("promo is not muted in project"), "{}", text(&again));
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -1141,7 +1125,6 @@ fn a_slots_log_hook_keeps_each_attempts_device_log_bounded_and_fetched_into_the_
     let said = |tool: &str| std::fs::read_to_string(bin.join(format!("{tool}.args"))).unwrap();
     assert!(said("adb").lines().all(|l| l == "-s emulator-5554 logcat -v threadtime"), "{}", said("adb"));
     assert!(said("xcrun").lines().all(|l| l == "simctl spawn SIM-1 log stream --style compact"), "{}", said("xcrun"));
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -1192,7 +1175,6 @@ fn an_apps_crash_is_kept_with_its_stack_on_the_attempt_and_grouped_on_the_run_pa
     assert!(page.contains(&format!("<code>{escaped}</code> · 2 cases")), "grouped, as text: {page}");
     assert!(page.contains("class=\"stack\"") && page.contains("at HomeScreen (index.bundle"), "{page}");
     assert!(!page.contains("<b>cart</b>"), "never markup");
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 #[test]
@@ -1253,7 +1235,6 @@ fn an_apps_memory_and_render_time_are_read_around_each_attempt_and_charted_on_it
     assert!(page.contains("class=\"trend heap-start\"") && page.contains("class=\"trend heap-end\""), "{page}");
     assert!(page.contains("class=\"trend render\""), "{page}");
     assert_eq!(page.matches("class=\"dot heap-start\"").count(), 3, "{page}");
-    std::fs::remove_dir_all(scratch).unwrap();
 }
 
 /// A grid of one device whose app is the shop's model as `change` makes it:

@@ -60,7 +60,6 @@ fn the_coordinator_takes_the_file_then_the_environment_then_flags() {
     std::fs::write(dir.join("other.toml"), "[coordinator]\nclient_grace = 9\n").unwrap();
     let printed = print_config(&dir, &["coordinator", "--config", "other.toml"], &[]);
     assert_eq!(line(&printed, "client_grace"), "client_grace = 9   # file other.toml");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -84,7 +83,6 @@ fn the_worker_takes_its_table_or_a_worker_file_and_a_flag_wins_over_the_file() {
     assert_eq!(line(&printed, "name"), "name = \"from-env\"   # environment ARGUS_WORKER_NAME");
     assert_eq!(line(&printed, "token"), "token = (hidden)   # file argus.toml");
     assert!(!printed.contains("w-secret"));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -123,7 +121,6 @@ fn a_bad_value_is_refused_before_anything_starts_naming_the_key_and_the_file() {
     assert!(!dir.join("argus.db").exists());
     let output = Command::new(ARGUS).current_dir(&dir).args(["coordinator", "--config", "nope.toml"]).output().unwrap();
     assert!(text(&output).contains("--config nope.toml: no such file"), "{}", text(&output));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -136,7 +133,6 @@ fn the_example_argus_toml_in_deploy_is_one_each_command_takes() {
     let printed = print_config(&dir, &["worker", "--config", &config], &[]);
     assert_eq!(line(&printed, "ports").split("   #").next(), Some("ports = [8123, 8124]"), "{printed}");
     assert!(line(&printed, "platform").contains("\"android\""), "{printed}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -156,7 +152,6 @@ fn clients_take_the_client_table_too() {
     let output = Command::new(ARGUS).current_dir(&dir).env_remove("ARGUS_COORDINATOR").arg("runs").output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).contains(&format!("127.0.0.1:{port}")), "{}", text(&output));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -253,5 +248,4 @@ fn secrets_come_from_files_that_only_their_owner_reads() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(text(&output).contains("token and token_file are both given"), "{}", text(&output));
-    let _ = std::fs::remove_dir_all(dir);
 }

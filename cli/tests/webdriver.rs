@@ -35,7 +35,7 @@ fn clients() -> PathBuf {
 struct Grid {
     url: String,
     grpc: String,
-    dir: PathBuf,
+    dir: Folder,
     worker: Killed,
     _coordinator: Killed,
     _sims: Sims,
@@ -202,7 +202,6 @@ fn the_python_appium_and_selenium_clients_drive_grid_devices() {
     let page = String::from_utf8(page).unwrap();
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("POST /session/{sid}/element") && page.contains("The screen it saw"), "{page}");
-    let _ = std::fs::remove_dir_all(&grid.dir);
 }
 
 #[test]
@@ -305,7 +304,6 @@ fn a_suite_run_and_webdriver_sessions_share_one_fleet_and_a_lost_device_or_worke
         body.contains("session not created") && body.contains("no device of the grid matches platformName=Android"),
         "{body}"
     );
-    let _ = std::fs::remove_dir_all(&grid.dir);
 }
 
 #[test]
@@ -322,5 +320,4 @@ fn the_node_selenium_client_drives_a_grid_device() {
     let printed = client(Path::new("node"), &script, &grid.url);
     assert_eq!(checks(&printed).len(), 6, "{printed}");
     assert!(printed.contains("all checks passed"), "{printed}");
-    let _ = std::fs::remove_dir_all(&grid.dir);
 }

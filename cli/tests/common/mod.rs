@@ -10,10 +10,31 @@ pub const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
 
 pub use argus_testkit::free_port;
 
-pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("argus-cli-{name}-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A folder of the test's own, removed with what is in it when dropped
+/// (declared before the processes that write in it, it outlives them).
+pub struct Folder(tempfile::TempDir);
+
+impl std::ops::Deref for Folder {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Folder {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Folder {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
+
+pub fn temp_dir(name: &str) -> Folder {
+    Folder(tempfile::Builder::new().prefix(&format!("argus-cli-{name}-")).tempdir().unwrap())
 }
 
 pub fn text(output: &Output) -> String {
