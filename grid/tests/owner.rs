@@ -494,6 +494,31 @@ async fn leases_whose_commit_answer_was_lost_are_granted_once_and_sent() {
     grid.stop().await;
 }
 
+/// A cancel commits and its answer is lost: the client is told it did not
+/// go through, and the next sweep writes it again (the store takes it once)
+/// and ends the run here too: its device is told to stop, where before the
+/// run stayed going in the coordinator (its attempts cancelled in the
+/// store) until someone asked again.
+#[tokio::test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+async fn a_cancel_whose_commit_answer_was_lost_is_written_again_and_ends_the_run() {
+    let url = argus_store::testkit::postgres_url(None, "argus_owner").await;
+    let lossy = LosesACommitAnswer::start(&url, b"result = 'cancelled', waiting_reason").await;
+    let grid = start(Store::open(&lossy.url).await.unwrap()).await;
+    let mut worker = join(&grid, "w", &["ios-1"]).await;
+    let run = grid.submit(&["a", "b"], 1, 0).await;
+    let lease = worker.lease().await;
+    assert!(grid.handle.cancel(run.clone()).await.is_err(), "the client is told the cancel is not through");
+    assert!(lossy.lost(), "the cancel's commit lost its answer");
+    match worker.next(ANSWER).await {
+        Some(coordinator_message::Kind::Cancel(cancel)) => assert_eq!(cancel.lease_id, lease.lease_id),
+        other => panic!("the device is told to stop once the cancel is written again, not {other:?}"),
+    }
+    assert_eq!(grid.ended(&run).await, "cancelled");
+    assert!(grid.handle.cancel(run).await.is_ok(), "a cancel asked again finds the run ended");
+    grid.stop().await;
+}
+
 /// A TCP proxy in front of Postgres that loses the answer of one commit:
 /// that of the first transaction whose statements hold `marker`. The
 /// commit goes through, the connection is cut before its answer comes back.

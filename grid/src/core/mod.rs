@@ -501,6 +501,10 @@ struct Core {
     /// kept when the store fails). What follows a result is written with it.
     unqueued: Vec<(Key, Option<String>)>,
     unsaved_quarantines: Vec<(String, String)>,
+    /// Cancels the store failed to take (run, reason): whether they
+    /// committed is unknown, and each is written again at the next sweep
+    /// (a cancel is taken once) before its run ends here.
+    uncancelled: HashMap<String, String>,
     /// Leases whose heartbeat the store has not been told yet: their new
     /// deadline is written for all of them in one statement per sweep.
     unextended: std::collections::HashSet<String>,
@@ -589,6 +593,7 @@ pub async fn start(
         unchained: Vec::new(),
         unqueued: Vec::new(),
         unsaved_quarantines: Vec::new(),
+        uncancelled: HashMap::new(),
         unextended: Default::default(),
         dirty_devices: Default::default(),
         keepalive_at: 0,
@@ -834,6 +839,11 @@ impl Core {
             match self.store.extend_leases(&ids, self.clock.now_ms() + self.config.lease_ttl.as_millis() as i64).await {
                 Ok(()) => self.unextended.clear(),
                 Err(error) => warn!(%error, leases = ids.len(), "cannot record heartbeats; trying again"),
+            }
+        }
+        for (run_id, reason) in std::mem::take(&mut self.uncancelled) {
+            if let Err(error) = self.cancel(&run_id, &reason).await {
+                warn!(%error, run = %run_id, "cannot record that a run was cancelled; trying again");
             }
         }
         for (device, reason) in std::mem::take(&mut self.unsaved_quarantines) {

@@ -250,7 +250,7 @@ impl Core {
             );
             warn!(run = %run_id, %reason, "run cancelled");
             if let Err(error) = self.cancel(&run_id, &reason).await {
-                warn!(%error, run = %run_id, "cannot cancel an orphaned run; trying again");
+                warn!(%error, run = %run_id, "cannot cancel an orphaned run; trying again at the next sweep");
             }
         }
     }
@@ -393,7 +393,12 @@ impl Core {
         // Leases in flight are sent first, so that they are cancelled below
         // with the rest: the store ends what it committed.
         self.settle_grant().await;
-        self.store.cancel_run(run_id, reason, self.clock.now_ms(), &manifest).await?;
+        if let Err(error) = self.store.cancel_run(run_id, reason, self.clock.now_ms(), &manifest).await {
+            // It may have committed: written again at the next sweep, and
+            // the run ends here once the store has taken it.
+            self.uncancelled.insert(run_id.to_owned(), reason.to_owned());
+            return Err(error.into());
+        }
         self.pending.remove_run(run_id);
         self.unqueued.retain(|(key, _)| key.run != run_id);
         // The store ended whatever of them committed.
