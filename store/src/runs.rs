@@ -8,8 +8,8 @@ impl Store {
     /// transaction.
     pub async fn create_run(&self, run: &NewRun) -> Result<(), StoreError> {
         // The run and its files first, marked unwritten; then its cases in
-        // parts, each its own transaction, so that other writers (the owner
-        // task's results) go between two parts; then the mark comes off.
+        // parts, each its own transaction ([`cases_per_part`]: on SQLite the
+        // owner task's results go between two); then the mark comes off.
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO runs (id, project, branch, commit_sha, trigger_by, selector_json, config_json, retries, \
@@ -55,10 +55,10 @@ impl Store {
         Ok(())
     }
 
-    /// The run's cases, [`CASES_PER_PART`] to a transaction, then their
+    /// The run's cases, [`cases_per_part`] to a transaction, then their
     /// first attempts and the mark that the run is whole.
     async fn write_run_cases(&self, run: &NewRun) -> Result<(), StoreError> {
-        for part in run.cases.chunks(CASES_PER_PART) {
+        for part in run.cases.chunks(cases_per_part(self.backend)) {
             let mut tx = self.pool.begin().await?;
             for chunk in part.chunks(self.rows()) {
                 let sql = format!(
