@@ -480,10 +480,7 @@ async fn a_device_gets_its_next_attempt_with_its_result_and_not_after_an_infrast
 #[tokio::test]
 #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
 async fn leases_whose_commit_answer_was_lost_are_granted_once_and_sent() {
-    let url = argus_store::testkit::postgres_url(None, "argus_owner").await;
-    let lossy = LosesACommitAnswer::start(&url, b"SET state = 'leased'").await;
-    let grid = start(Store::open(&lossy.url).await.unwrap()).await;
-    let mut worker = join(&grid, "w", &["ios-1"]).await;
+    let (grid, lossy, mut worker) = lossy_grid(b"SET state = 'leased'").await;
     let run = grid.submit(&["a"], 1, 0).await;
     let lease = worker.lease().await;
     assert!(lossy.lost(), "the commit of the first lease lost its answer");
@@ -502,10 +499,7 @@ async fn leases_whose_commit_answer_was_lost_are_granted_once_and_sent() {
 #[tokio::test]
 #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
 async fn a_cancel_whose_commit_answer_was_lost_is_written_again_and_ends_the_run() {
-    let url = argus_store::testkit::postgres_url(None, "argus_owner").await;
-    let lossy = LosesACommitAnswer::start(&url, b"result = 'cancelled', waiting_reason").await;
-    let grid = start(Store::open(&lossy.url).await.unwrap()).await;
-    let mut worker = join(&grid, "w", &["ios-1"]).await;
+    let (grid, lossy, mut worker) = lossy_grid(b"result = 'cancelled', waiting_reason").await;
     let run = grid.submit(&["a", "b"], 1, 0).await;
     let lease = worker.lease().await;
     assert!(grid.handle.cancel(run.clone()).await.is_err(), "the client is told the cancel is not through");
@@ -517,6 +511,17 @@ async fn a_cancel_whose_commit_answer_was_lost_is_written_again_and_ends_the_run
     assert_eq!(grid.ended(&run).await, "cancelled");
     assert!(grid.handle.cancel(run).await.is_ok(), "a cancel asked again finds the run ended");
     grid.stop().await;
+}
+
+/// A grid on a fresh Postgres database reached through a proxy that loses
+/// the answer of the first commit whose statements hold `marker`, and a
+/// worker with one device.
+async fn lossy_grid(marker: &'static [u8]) -> (Grid, LosesACommitAnswer, Worker) {
+    let url = argus_store::testkit::postgres_url(None, "argus_owner").await;
+    let lossy = LosesACommitAnswer::start(&url, marker).await;
+    let grid = start(Store::open(&lossy.url).await.unwrap()).await;
+    let worker = join(&grid, "w", &["ios-1"]).await;
+    (grid, lossy, worker)
 }
 
 /// A TCP proxy in front of Postgres that loses the answer of one commit:
