@@ -46,7 +46,7 @@ impl Store {
         if let Err(error) = self.write_run_cases(run).await {
             // Nothing half-written stays. Should this fail too, the next
             // coordinator to start removes the run (`written` is still 0).
-            let removed = self.remove_unwritten(&run.id).await;
+            let removed = self.remove_unwritten(Some(&run.id)).await;
             if let Err(cleanup) = removed {
                 tracing::warn!(run = %run.id, error = %cleanup, "cannot remove a run whose writing failed; the next start removes it");
             }
@@ -104,25 +104,25 @@ impl Store {
     /// `create_run`): their clients were never told of them. Called before
     /// the open runs are read back.
     pub async fn remove_unwritten_runs(&self) -> Result<u64, StoreError> {
-        self.remove_unwritten("").await
+        self.remove_unwritten(None).await
     }
 
-    /// Removes run `id` if it is unwritten, or every unwritten run (`""`),
+    /// Removes the unwritten run `id`, or every unwritten run (`None`),
     /// with their cases, attempts and files in one transaction, those rows
     /// first: on Postgres no foreign key cascades (migration 0018).
-    async fn remove_unwritten(&self, id: &str) -> Result<u64, StoreError> {
-        const UNWRITTEN: &str = "SELECT id FROM runs WHERE written = 0 AND ($1 = '' OR id = $1)";
+    async fn remove_unwritten(&self, id: Option<&str>) -> Result<u64, StoreError> {
+        // Run ids are never empty: `''` stands for every run.
+        const WHICH: &str = "written = 0 AND ($1 = '' OR id = $1)";
+        let id = id.unwrap_or_default();
         let mut tx = self.pool.begin().await?;
         for table in ["attempts", "cases", "run_files"] {
-            let sql = format!("DELETE FROM {table} WHERE run_id IN ({UNWRITTEN})");
+            let sql = format!("DELETE FROM {table} WHERE run_id IN (SELECT id FROM runs WHERE {WHICH})");
             // Built from constants only.
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).execute(&mut *tx).await?;
         }
-        let removed = sqlx::query("DELETE FROM runs WHERE written = 0 AND ($1 = '' OR id = $1)")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let sql = format!("DELETE FROM runs WHERE {WHICH}");
+        // Built from constants only.
+        let removed = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id).execute(&mut *tx).await?.rows_affected();
         tx.commit().await?;
         Ok(removed)
     }
