@@ -230,6 +230,7 @@ impl Core {
             }
             Some(Kind::Step(step)) => {
                 let Some(lease) = self.leases.get(&step.lease_id).filter(|l| l.worker == worker) else { return };
+                let step_lease = lease.id.clone();
                 let update = grpc::RunUpdate {
                     kind: Some(run_update::Kind::Step(grpc::StepFinished {
                         case_id: lease.case_id.clone(),
@@ -242,7 +243,7 @@ impl Core {
                 };
                 if let Some(run) = self.runs.get_mut(&lease.run_id) {
                     if let Some(run_update::Kind::Step(step)) = &update.kind {
-                        run.live_steps.push(step.clone());
+                        run.live_steps.entry(step_lease).or_default().push(step.clone());
                     }
                     run.publish(update);
                 }

@@ -38,7 +38,7 @@ impl Core {
             device.lease = None;
         }
         if let Some(run) = self.runs.get_mut(&lease.run_id) {
-            run.live_steps.retain(|s| !(s.case_id == lease.case_id && s.attempt == lease.attempt));
+            run.live_steps.remove(lease_id);
         }
         if !revoked {
             return;
@@ -452,7 +452,7 @@ impl Core {
             d.lease = None;
         }
         if let Some(run) = self.runs.get_mut(&run_id) {
-            run.live_steps.retain(|s| !(s.case_id == case_id && s.attempt == attempt));
+            run.live_steps.remove(&result.lease_id);
         }
         self.dispatch_due = true;
         let Some(line) = line else {

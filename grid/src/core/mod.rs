@@ -390,8 +390,10 @@ struct Run {
     log: Vec<grpc::RunUpdate>,
     /// The `seq` the next finished attempt gets.
     next_seq: u64,
-    /// Steps of attempts still running, replayed to late watchers.
-    live_steps: Vec<grpc::StepFinished>,
+    /// Steps of attempts still running, per lease (one lookup when an
+    /// attempt ends, not a scan of every running attempt's steps), replayed
+    /// to late watchers.
+    live_steps: HashMap<String, Vec<grpc::StepFinished>>,
     platform: Option<String>,
     native: Option<bool>,
     finished: Option<String>,

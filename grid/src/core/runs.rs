@@ -76,7 +76,7 @@ impl Core {
                 waiting: None,
                 next_seq: log.last().map_or(1, |u| u.seq + 1),
                 log,
-                live_steps: Vec::new(),
+                live_steps: HashMap::new(),
                 platform: lines
                     .first()
                     .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
@@ -143,14 +143,15 @@ impl Core {
             .collect();
         let Some(run) = self.runs.get_mut(run_id) else { return Err(CoreError::NoRun(run_id.to_owned())) };
         let missed: Vec<&grpc::RunUpdate> = run.log.iter().filter(|u| u.seq > after_seq).collect();
-        let (mut watcher, stream) = Watcher::new(missed.len() + running.len() + run.live_steps.len() + 2);
+        let (mut watcher, stream) =
+            Watcher::new(missed.len() + running.len() + run.live_steps.values().map(Vec::len).sum::<usize>() + 2);
         for update in missed {
             watcher.send(update);
         }
         for update in &running {
             watcher.send(update);
         }
-        for step in &run.live_steps {
+        for step in run.live_steps.values().flatten() {
             watcher.send(&grpc::RunUpdate { kind: Some(run_update::Kind::Step(step.clone())), seq: 0 });
         }
         if let Some(waiting) = &run.waiting {
@@ -305,7 +306,7 @@ impl Core {
             failed_on: HashMap::new(),
             log: Vec::new(),
             next_seq: 1,
-            live_steps: Vec::new(),
+            live_steps: HashMap::new(),
             platform: None,
             native: None,
             finished: None,
