@@ -5,13 +5,16 @@ use super::*;
 
 impl Store {
     /// Every attempt not yet finished: what the scheduler rebuilds from.
+    /// Found through the runs still going (a finished run has none), by the
+    /// attempts' primary key: no index on `state` tempts the planner to read
+    /// every open attempt for each write of one (migration 0019).
     pub async fn open_attempts(&self) -> Result<Vec<AttemptRow>, StoreError> {
         let rows = sqlx::query_as::<_, AttemptRow>(
             "SELECT a.run_id, a.case_id, a.attempt, a.try_no, a.state, a.lease_id, a.device_id, c.expected_ms, \
              c.ordinal, r.priority, r.selector_json \
-             FROM attempts a JOIN cases c ON c.run_id = a.run_id AND c.case_id = a.case_id \
-             JOIN runs r ON r.id = a.run_id \
-             WHERE a.state IN ('pending', 'leased') ORDER BY a.created_at, c.ordinal",
+             FROM runs r JOIN attempts a ON a.run_id = r.id \
+             JOIN cases c ON c.run_id = a.run_id AND c.case_id = a.case_id \
+             WHERE r.finished_at IS NULL AND a.state IN ('pending', 'leased') ORDER BY a.created_at, c.ordinal",
         )
         .fetch_all(&self.pool)
         .await?;
