@@ -32,29 +32,32 @@ impl Health {
     }
 
     /// Before the first step: the memory then, and the render recording
-    /// started.
+    /// started (the two asked at once).
     pub async fn begin(&mut self, device: &impl Device) {
-        if self.memory {
-            self.start = read(device, "memory", None).await.as_ref().and_then(memory_sample);
-        }
-        if self.profile && read(device, "profile", Some(serde_json::json!({"action": "start"}))).await.is_none() {
-            self.profile = false;
-        }
+        let memory = async { if self.memory { read(device, "memory", None).await } else { None } };
+        let profile = async {
+            match self.profile {
+                true => read(device, "profile", Some(serde_json::json!({"action": "start"}))).await.is_some(),
+                false => false,
+            }
+        };
+        let (memory, profiling) = tokio::join!(memory, profile);
+        self.start = memory.as_ref().and_then(memory_sample);
+        self.profile = profiling;
     }
 
     /// After the last step: what the attempt did to the app, when anything
-    /// was read.
+    /// was read (the two asked at once).
     pub async fn end(self, device: &impl Device) -> Option<grpc::AppHealth> {
-        let end = match self.memory {
-            true => read(device, "memory", None).await.as_ref().and_then(memory_sample),
-            false => None,
-        };
-        let render = match self.profile {
-            true => {
-                read(device, "profile", Some(serde_json::json!({"action": "stop"}))).await.as_ref().and_then(render)
+        let memory = async { if self.memory { read(device, "memory", None).await } else { None } };
+        let profile = async {
+            match self.profile {
+                true => read(device, "profile", Some(serde_json::json!({"action": "stop"}))).await,
+                false => None,
             }
-            false => None,
         };
+        let (memory, profile) = tokio::join!(memory, profile);
+        let (end, render) = (memory.as_ref().and_then(memory_sample), profile.as_ref().and_then(render));
         (self.start.is_some() || end.is_some() || render.is_some()).then_some(grpc::AppHealth {
             start: self.start,
             end,

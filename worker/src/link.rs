@@ -731,11 +731,14 @@ async fn run_lease(
     // The fingerprint is read while the runner lets the reset app settle
     // (its first call is `idle {300, 5000}`): it costs the attempt no time.
     let watched = Watched { device: driver, live: &slot.live };
-    // Read outside the steps' time: before the first and after the last.
+    // Read outside the steps' time: while the app settles, done before the
+    // first step (not between the reset and the settle, where the device
+    // did nothing else), and after the last step.
     let mut health = Health::of(driver, &case);
-    health.begin(driver).await;
-    let (attempted, ()) =
-        tokio::join!(run_attempt_with(&watched, &case, lease.attempt, &context, on_step), before.read(driver));
+    let (attempted, ()) = tokio::join!(
+        run_attempt_with(&watched, &case, lease.attempt, &context, health.begin(driver), on_step),
+        before.read(driver)
+    );
     let (mut attempt, mut observed) = (attempted.case, attempted.observed);
     let health = health.end(driver).await;
     if let Some(observed) = observed.as_ref() {

@@ -186,15 +186,19 @@ struct Attempt<'a, D: Device> {
 
 /// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
 pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: &RunContext) -> RunCase {
-    run_attempt_with(device, case, attempt, run, |_, _| {}).await.case
+    run_attempt_with(device, case, attempt, run, async {}, |_, _| {}).await.case
 }
 
-/// As [`run_attempt`], telling `on_step` of each step as it finishes.
+/// As [`run_attempt`], doing `while_settling` while the reset app settles
+/// (done before the first step, at no cost to the attempt's time: the
+/// settle waits for a quiet app anyway), and telling `on_step` of each step
+/// as it finishes.
 pub async fn run_attempt_with<D: Device>(
     device: &D,
     case: &Case,
     attempt: u32,
     run: &RunContext,
+    while_settling: impl Future<Output = ()>,
     mut on_step: impl FnMut(usize, &RunStep),
 ) -> Attempted {
     let preparing = Instant::now();
@@ -223,7 +227,7 @@ pub async fn run_attempt_with<D: Device>(
     // be relaunched from the host), so the same idle is sent here: the first
     // step starts on a settled app, as in lynkeus.
     let (quiet, timeout) = app::IDLE_DEFAULT;
-    let _ = state.idle(quiet, timeout).await;
+    let _ = tokio::join!(state.idle(quiet, timeout), while_settling);
     let hello = device.hello();
     if run.collect_events && hello.as_ref().is_some_and(|h| h.has_command("events")) {
         state.events_seen = state.event_count().await;
