@@ -90,13 +90,8 @@ impl Store {
         // are still current, then finish their attempts.
         let mut finished: HashMap<String, AttemptKey> = HashMap::new();
         for chunk in results.chunks(self.rows()) {
-            let sql = format!(
-                "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
-                 WHERE leases.id = v.column1 AND leases.ended_at IS NULL RETURNING leases.id",
-                placeholders(chunk.len(), 3)
-            );
             // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(end_leases_sql(chunk.len())));
             for (lease_id, outcome) in chunk {
                 query = query.bind(lease_id).bind(outcome.finished_at).bind(if outcome.infrastructure {
                     "infrastructure"
@@ -109,18 +104,10 @@ impl Store {
             if current.is_empty() {
                 continue;
             }
-            let sql = format!(
-                "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
-                 finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8, \
-                 heap_start_kb = v.column9, heap_end_kb = v.column10, rss_start_kb = v.column11, \
-                 rss_end_kb = v.column12, render_commits = v.column13, render_us = v.column14 \
-                 FROM (VALUES {}) AS v \
-                 WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
-                 RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
-                placeholders(current.len(), 14)
-            );
             // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(sql));
+            let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(
+                finish_attempts_sql(current.len()),
+            ));
             for (lease_id, outcome) in current {
                 query = query
                     .bind(lease_id)
@@ -301,17 +288,8 @@ async fn grant_in(
 ) -> Result<Vec<bool>, StoreError> {
     let mut taken: HashSet<String> = HashSet::new();
     for chunk in leases.chunks(rows) {
-        let sql = format!(
-            "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
-             worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
-             WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
-             AND attempts.try_no = v.column9 \
-             AND (attempts.state = 'pending' OR (attempts.state = 'leased' AND attempts.lease_id = v.column1)) \
-             RETURNING attempts.lease_id",
-            placeholders(chunk.len(), 9)
-        );
         // Built from constants and numbered placeholders only.
-        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(grant_attempts_sql(chunk.len())));
         for lease in chunk {
             query = query
                 .bind(&lease.id)
@@ -388,4 +366,119 @@ fn pending_placeholders(rows: usize) -> String {
         format!("({}, {}, {}, {}, 'pending', {})", n(1), n(2), n(3), n(4), n(5))
     };
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
+/// Ends a burst's leases that are still current, by id.
+fn end_leases_sql(rows: usize) -> String {
+    format!(
+        "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
+         WHERE leases.id = v.column1 AND leases.ended_at IS NULL RETURNING leases.id",
+        placeholders(rows, 3)
+    )
+}
+
+/// Finishes the attempts of a burst's current leases, found by lease.
+fn finish_attempts_sql(rows: usize) -> String {
+    format!(
+        "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
+         finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8, \
+         heap_start_kb = v.column9, heap_end_kb = v.column10, rss_start_kb = v.column11, \
+         rss_end_kb = v.column12, render_commits = v.column13, render_us = v.column14 \
+         FROM (VALUES {}) AS v \
+         WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
+         RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
+        placeholders(rows, 14)
+    )
+}
+
+/// Leases attempts still pending (or already held by the same lease: a try
+/// again whose first answer was lost), found by their primary key.
+fn grant_attempts_sql(rows: usize) -> String {
+    format!(
+        "UPDATE attempts SET state = 'leased', lease_id = v.column1, device_id = v.column2, \
+         worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
+         WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
+         AND attempts.try_no = v.column9 \
+         AND (attempts.state = 'pending' OR (attempts.state = 'leased' AND attempts.lease_id = v.column1)) \
+         RETURNING attempts.lease_id",
+        placeholders(rows, 9)
+    )
+}
+
+#[cfg(test)]
+mod plans {
+    //! The writes of every attempt read their rows by key whatever the
+    //! planner's statistics say. With an index of the open attempts (or
+    //! leases), Postgres read it whole for each burst whenever its
+    //! statistics, taken while few were open, said it was small.
+    use super::*;
+
+    /// The statement's plan on Postgres, with a burst of `rows` rows bound.
+    async fn plan(store: &Store, sql: String, rows: usize, row: impl Fn(usize) -> Vec<Bound>) -> String {
+        let explain = format!("EXPLAIN {sql}");
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(explain));
+        for n in 0..rows {
+            for value in row(n) {
+                query = match value {
+                    Bound::Text(text) => query.bind(text),
+                    Bound::Number(number) => query.bind(number),
+                    Bound::Nothing => query.bind(None::<i64>),
+                };
+            }
+        }
+        query.fetch_all(&store.pool).await.unwrap().join("\n")
+    }
+
+    enum Bound {
+        Text(String),
+        Number(i64),
+        Nothing,
+    }
+
+    /// Each read of `attempts` or `leases` in `plan`: through which index.
+    fn reads(plan: &str) -> Vec<String> {
+        plan.lines()
+            .filter(|l| l.contains("Scan") && (l.contains(" on attempts") || l.contains(" on leases")))
+            .map(|l| l.trim().trim_start_matches("->").trim().split("  (").next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+    async fn the_writes_of_an_attempt_find_their_rows_by_key_whatever_the_statistics_say() {
+        let store = crate::testkit::fresh(true).await;
+        // 20,000 finished attempts and their leases, and the statistics
+        // taken while none is open.
+        for sql in [
+            "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at, lease_id, finished_at, result) \
+             SELECT 'r', 'c' || g, 1, 1, 'done', 0, 'l' || g, 1, 'passed' FROM generate_series(1, 20000) g",
+            "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline, \
+             ended_at) SELECT 'l' || g, 'r', 'c' || g, 1, 1, 'd', 'w', 0, 0, 1 FROM generate_series(1, 20000) g",
+            "ANALYZE attempts",
+            "ANALYZE leases",
+        ] {
+            sqlx::query(sql).execute(&store.pool).await.unwrap();
+        }
+        let text = |s: String| Bound::Text(s);
+        let ended = plan(&store, end_leases_sql(8), 8, |n| {
+            vec![text(format!("l{n}")), Bound::Number(2), text("finished".into())]
+        })
+        .await;
+        let finished = plan(&store, finish_attempts_sql(8), 8, |n| {
+            let mut row = vec![text(format!("l{n}")), text("passed".into()), Bound::Number(0), Bound::Nothing];
+            row.extend([Bound::Number(2), Bound::Number(5), text("{}".into()), Bound::Number(1)]);
+            row.extend((0..6).map(|_| Bound::Nothing));
+            row
+        })
+        .await;
+        let granted = plan(&store, grant_attempts_sql(8), 8, |n| {
+            let mut row = vec![text(format!("new{n}")), text("d".into()), text("w".into()), text("ios".into())];
+            row.extend([Bound::Number(2), text("r".into()), text(format!("c{n}")), Bound::Number(1), Bound::Number(1)]);
+            row
+        })
+        .await;
+        assert_eq!(reads(&ended), ["Index Scan using leases_pkey on leases"], "{ended}");
+        assert_eq!(reads(&finished), ["Index Scan using attempts_lease on attempts"], "{finished}");
+        assert_eq!(reads(&granted), ["Index Scan using attempts_pkey on attempts"], "{granted}");
+    }
 }
