@@ -56,7 +56,43 @@ impl<K> Default for Queue<K> {
     }
 }
 
+/// A new run's attempts, ranked before they join the queue: a suite of
+/// 100,000 cases is ranked off the owner task, then joins at once.
+#[derive(Debug)]
+pub struct RunQueue<K> {
+    run_id: String,
+    ranked: BTreeMap<Rank, Pending<K>>,
+}
+
+impl<K> RunQueue<K> {
+    /// `attempts` of run `run_id`, in the order they would have been pushed.
+    pub fn of(run_id: String, attempts: impl IntoIterator<Item = Pending<K>>) -> Self {
+        let ranked = attempts
+            .into_iter()
+            .enumerate()
+            .map(|(n, attempt)| ((std::cmp::Reverse(attempt.expected_ms), attempt.ordinal, n as u64), attempt))
+            .collect();
+        Self { run_id, ranked }
+    }
+}
+
 impl<K> Queue<K> {
+    /// Adds a new run's ranked attempts: as if each had been pushed.
+    pub fn add_run(&mut self, queue: RunQueue<K>) {
+        let RunQueue { run_id, ranked } = queue;
+        if self.runs.contains_key(&run_id) {
+            // Not new after all: each is ranked after what is queued.
+            ranked.into_values().for_each(|attempt| self.push(attempt));
+            return;
+        }
+        // What is pushed later ranks after these among equals.
+        self.pushed = self.pushed.max(ranked.len() as u64);
+        self.len += ranked.len();
+        if !ranked.is_empty() {
+            self.runs.insert(run_id, ranked);
+        }
+    }
+
     pub fn push(&mut self, attempt: Pending<K>) {
         self.pushed += 1;
         let rank = (std::cmp::Reverse(attempt.expected_ms), attempt.ordinal, self.pushed);
@@ -209,6 +245,26 @@ mod tests {
 
     fn next(queue: &mut Queue<String>, device: &str, selectors: &HashMap<String, Selector>) -> Option<String> {
         queue.next_for(device, &caps("ios"), selectors, &HashMap::new()).map(|p| p.key)
+    }
+
+    #[test]
+    fn a_run_ranked_apart_comes_out_as_if_each_attempt_were_pushed() {
+        let attempts = || {
+            [pending("r1", "a", 10, 0), pending("r1", "b", 50, 1), pending("r1", "c", 50, 2), pending("r1", "d", 5, 3)]
+        };
+        let (mut pushed, mut added) = (queue([pending("r0", "x", 20, 0)]), queue([pending("r0", "x", 20, 0)]));
+        attempts().into_iter().for_each(|a| pushed.push(a));
+        added.add_run(RunQueue::of("r1".into(), attempts()));
+        assert_eq!(added.len(), pushed.len());
+        // A retry queued later ranks after its equals either way.
+        pushed.push(pending("r1", "b", 50, 1));
+        added.push(pending("r1", "b", 50, 1));
+        let selectors = HashMap::from([("r0".to_owned(), Selector::default()), ("r1".to_owned(), Selector::default())]);
+        let order = |q: &mut Queue<String>| std::iter::from_fn(|| next(q, "d1", &selectors)).collect::<Vec<_>>();
+        let expected = order(&mut pushed);
+        assert_eq!(expected.len(), 6);
+        assert_eq!(order(&mut added), expected);
+        assert!(added.is_empty());
     }
 
     #[test]

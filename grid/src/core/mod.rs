@@ -92,10 +92,10 @@ enum Command {
     },
     /// A run the gRPC handler checked and wrote: the owner takes it up.
     Submitted {
-        suite: Box<crate::submit::CheckedSuite>,
-        run: Box<NewRun>,
-        /// The client's trace context, from the request's metadata.
-        traceparent: String,
+        /// Made ready by the handler (the checked suite, a big suite's
+        /// parsed cases and request, dropped there too): the owner only
+        /// adds it, while leases wait.
+        run: Box<runs::Prepared>,
         reply: oneshot::Sender<grpc::SubmitResponse>,
     },
     Watch {
@@ -245,20 +245,19 @@ impl Handle {
             "suite checked and written"
         );
         let rerun_of = run.rerun_of.clone().unwrap_or_default();
-        let mut response = self.submitted(suite, run, traceparent).await?;
+        // The checked suite is dropped there too: a big one's parsed cases.
+        let prepared = tokio::task::spawn_blocking(move || runs::Prepared::of(suite.selector, run, &traceparent))
+            .await
+            .map_err(stopped)?;
+        let mut response = self.submitted(prepared).await?;
         response.muted = muted;
         response.rerun_of = rerun_of;
         Ok(response)
     }
 
     /// A run the caller checked and wrote: the owner takes it up.
-    async fn submitted(
-        &self,
-        suite: crate::submit::CheckedSuite,
-        run: NewRun,
-        traceparent: String,
-    ) -> Result<grpc::SubmitResponse, CoreError> {
-        self.ask(|reply| Command::Submitted { suite: Box::new(suite), run: Box::new(run), traceparent, reply }).await
+    async fn submitted(&self, run: runs::Prepared) -> Result<grpc::SubmitResponse, CoreError> {
+        self.ask(|reply| Command::Submitted { run: Box::new(run), reply }).await
     }
 
     /// A going run's updates after `after_seq`; `NoRun` for one that is not going.
@@ -731,8 +730,11 @@ impl Core {
             Command::Admit { selector, reply } => {
                 let _ = reply.send(self.admit(&selector));
             }
-            Command::Submitted { suite, run, traceparent, reply } => {
-                let _ = reply.send(self.adopt(*suite, *run, &traceparent));
+            Command::Submitted { run, reply } => {
+                let began = Instant::now();
+                let _ = reply.send(self.adopt(*run));
+                // What a big suite holds the owner (and every lease) up for.
+                debug!(taken_up_ms = began.elapsed().as_millis() as u64, "run taken up by the owner");
             }
             Command::Watch { run_id, after_seq, reply } => {
                 let _ = reply.send(self.watch(&run_id, after_seq));
