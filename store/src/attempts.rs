@@ -423,6 +423,7 @@ mod plans {
                     Bound::Text(text) => query.bind(text),
                     Bound::Number(number) => query.bind(number),
                     Bound::Nothing => query.bind(None::<i64>),
+                    Bound::NoText => query.bind(None::<String>),
                 };
             }
         }
@@ -432,7 +433,10 @@ mod plans {
     enum Bound {
         Text(String),
         Number(i64),
+        /// A number column left empty.
         Nothing,
+        /// A text column left empty (a result's error).
+        NoText,
     }
 
     /// Each read of `attempts` or `leases` in `plan`: through which index.
@@ -465,7 +469,7 @@ mod plans {
         })
         .await;
         let finished = plan(&store, finish_attempts_sql(8), 8, |n| {
-            let mut row = vec![text(format!("l{n}")), text("passed".into()), Bound::Number(0), Bound::Nothing];
+            let mut row = vec![text(format!("l{n}")), text("passed".into()), Bound::Number(0), Bound::NoText];
             row.extend([Bound::Number(2), Bound::Number(5), text("{}".into()), Bound::Number(1)]);
             row.extend((0..6).map(|_| Bound::Nothing));
             row
