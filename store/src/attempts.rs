@@ -91,7 +91,9 @@ impl Store {
         let mut finished: HashMap<String, AttemptKey> = HashMap::new();
         for chunk in results.chunks(self.rows()) {
             // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(end_leases_sql(chunk.len())));
+            let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(
+                end_leases_sql(chunk.len()),
+            ));
             for (lease_id, outcome) in chunk {
                 query = query.bind(lease_id).bind(outcome.finished_at).bind(if outcome.infrastructure {
                     "infrastructure"
@@ -99,18 +101,29 @@ impl Store {
                     "finished"
                 });
             }
-            let ended: HashSet<String> = query.fetch_all(&mut *tx).await?.into_iter().collect();
-            let current: Vec<&(String, AttemptOutcome)> = chunk.iter().filter(|(id, _)| ended.contains(id)).collect();
+            // Each current lease, with the attempt it is for.
+            let ended: HashMap<String, AttemptKey> = query
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|(lease_id, run_id, case_id, attempt, try_no)| {
+                    (lease_id, AttemptKey { run_id, case_id, attempt, try_no })
+                })
+                .collect();
+            let current: Vec<(&AttemptKey, &(String, AttemptOutcome))> =
+                chunk.iter().filter_map(|result| Some((ended.get(&result.0)?, result))).collect();
             if current.is_empty() {
                 continue;
             }
             // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query_as::<_, (String, String, String, i64, i64)>(sqlx::AssertSqlSafe(
-                finish_attempts_sql(current.len()),
-            ));
-            for (lease_id, outcome) in current {
+            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(finish_attempts_sql(current.len())));
+            for (key, (lease_id, outcome)) in current {
                 query = query
                     .bind(lease_id)
+                    .bind(&key.run_id)
+                    .bind(&key.case_id)
+                    .bind(key.attempt)
+                    .bind(key.try_no)
                     .bind(&outcome.result)
                     .bind(i64::from(outcome.infrastructure))
                     .bind(&outcome.error)
@@ -125,8 +138,10 @@ impl Store {
                     .bind(outcome.health.render_commits)
                     .bind(outcome.health.render_us);
             }
-            for (lease_id, run_id, case_id, attempt, try_no) in query.fetch_all(&mut *tx).await? {
-                finished.insert(lease_id, AttemptKey { run_id, case_id, attempt, try_no });
+            for lease_id in query.fetch_all(&mut *tx).await? {
+                if let Some(key) = ended.get(&lease_id) {
+                    finished.insert(lease_id, key.clone());
+                }
             }
         }
         let mut keys = Vec::with_capacity(results.len());
@@ -222,30 +237,32 @@ impl Store {
         seq: i64,
     ) -> Result<Option<AttemptKey>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let ended = sqlx::query("UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL")
-            .bind(at)
-            .bind(reason)
-            .bind(lease_id)
-            .execute(&mut *tx)
-            .await?;
-        if ended.rows_affected() != 1 {
-            return Ok(None);
-        }
-        let key = sqlx::query_as::<_, AttemptKey>(
-            "SELECT run_id, case_id, attempt, try_no FROM attempts WHERE lease_id = $1 AND state = 'leased'",
+        // The lease names its attempt: found by the primary key, which no
+        // statistics (or their absence) can make a scan of the table.
+        let ended = sqlx::query_as::<_, AttemptKey>(
+            "UPDATE leases SET ended_at = $1, end_reason = $2 WHERE id = $3 AND ended_at IS NULL \
+             RETURNING run_id, case_id, attempt, try_no",
         )
+        .bind(at)
+        .bind(reason)
         .bind(lease_id)
         .fetch_optional(&mut *tx)
         .await?;
-        sqlx::query(
+        let Some(lease) = ended else { return Ok(None) };
+        let key = sqlx::query_as::<_, AttemptKey>(
             "UPDATE attempts SET state = 'done', infrastructure = 1, error = $1, finished_at = $2, seq = $3 \
-             WHERE lease_id = $4 AND state = 'leased'",
+             WHERE run_id = $4 AND case_id = $5 AND attempt = $6 AND try_no = $7 AND lease_id = $8 \
+             AND state = 'leased' RETURNING run_id, case_id, attempt, try_no",
         )
         .bind(reason)
         .bind(at)
         .bind(seq)
+        .bind(&lease.run_id)
+        .bind(&lease.case_id)
+        .bind(lease.attempt)
+        .bind(lease.try_no)
         .bind(lease_id)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
         Ok(key)
@@ -372,22 +389,28 @@ fn pending_placeholders(rows: usize) -> String {
 fn end_leases_sql(rows: usize) -> String {
     format!(
         "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
-         WHERE leases.id = v.column1 AND leases.ended_at IS NULL RETURNING leases.id",
+         WHERE leases.id = v.column1 AND leases.ended_at IS NULL \
+         RETURNING leases.id, leases.run_id, leases.case_id, leases.attempt, leases.try_no",
         placeholders(rows, 3)
     )
 }
 
-/// Finishes the attempts of a burst's current leases, found by lease.
+/// Finishes the attempts of a burst's current leases, each found by its
+/// primary key (the lease names it) and fenced by the lease: Postgres plans
+/// a read by the attempt's whole key as one row whatever it knows of the
+/// table, where by the lease alone, on a table never analysed (a new
+/// coordinator's first hours), it read the whole table for every burst.
 fn finish_attempts_sql(rows: usize) -> String {
     format!(
-        "UPDATE attempts SET state = 'done', result = v.column2, infrastructure = v.column3, error = v.column4, \
-         finished_at = v.column5, ms = v.column6, run_case_json = v.column7, seq = v.column8, \
-         heap_start_kb = v.column9, heap_end_kb = v.column10, rss_start_kb = v.column11, \
-         rss_end_kb = v.column12, render_commits = v.column13, render_us = v.column14 \
+        "UPDATE attempts SET state = 'done', result = v.column6, infrastructure = v.column7, error = v.column8, \
+         finished_at = v.column9, ms = v.column10, run_case_json = v.column11, seq = v.column12, \
+         heap_start_kb = v.column13, heap_end_kb = v.column14, rss_start_kb = v.column15, \
+         rss_end_kb = v.column16, render_commits = v.column17, render_us = v.column18 \
          FROM (VALUES {}) AS v \
-         WHERE attempts.lease_id = v.column1 AND attempts.state = 'leased' \
-         RETURNING attempts.lease_id, attempts.run_id, attempts.case_id, attempts.attempt, attempts.try_no",
-        placeholders(rows, 14)
+         WHERE attempts.run_id = v.column2 AND attempts.case_id = v.column3 AND attempts.attempt = v.column4 \
+         AND attempts.try_no = v.column5 AND attempts.lease_id = v.column1 AND attempts.state = 'leased' \
+         RETURNING attempts.lease_id",
+        placeholders(rows, 18)
     )
 }
 
@@ -410,7 +433,9 @@ mod plans {
     //! The writes of every attempt read their rows by key whatever the
     //! planner's statistics say. With an index of the open attempts (or
     //! leases), Postgres read it whole for each burst whenever its
-    //! statistics, taken while few were open, said it was small.
+    //! statistics, taken while few were open, said it was small; finding an
+    //! attempt by its lease alone, it read the whole table for each burst
+    //! while it had no statistics yet.
     use super::*;
 
     /// The statement's plan on Postgres, with a burst of `rows` rows bound.
@@ -451,38 +476,66 @@ mod plans {
     #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
     async fn the_writes_of_an_attempt_find_their_rows_by_key_whatever_the_statistics_say() {
         let store = crate::testkit::fresh(true).await;
-        // 20,000 finished attempts and their leases, and the statistics
-        // taken while none is open.
+        // 20,000 finished attempts and their leases.
         for sql in [
             "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at, lease_id, finished_at, result) \
              SELECT 'r', 'c' || g, 1, 1, 'done', 0, 'l' || g, 1, 'passed' FROM generate_series(1, 20000) g",
             "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline, \
              ended_at) SELECT 'l' || g, 'r', 'c' || g, 1, 1, 'd', 'w', 0, 0, 1 FROM generate_series(1, 20000) g",
-            "ANALYZE attempts",
-            "ANALYZE leases",
         ] {
             sqlx::query(sql).execute(&store.pool).await.unwrap();
         }
-        let text = |s: String| Bound::Text(s);
-        let ended = plan(&store, end_leases_sql(8), 8, |n| {
-            vec![text(format!("l{n}")), Bound::Number(2), text("finished".into())]
-        })
-        .await;
-        let finished = plan(&store, finish_attempts_sql(8), 8, |n| {
-            let mut row = vec![text(format!("l{n}")), text("passed".into()), Bound::Number(0), Bound::NoText];
-            row.extend([Bound::Number(2), Bound::Number(5), text("{}".into()), Bound::Number(1)]);
-            row.extend((0..6).map(|_| Bound::Nothing));
-            row
-        })
-        .await;
-        let granted = plan(&store, grant_attempts_sql(8), 8, |n| {
-            let mut row = vec![text(format!("new{n}")), text("d".into()), text("w".into()), text("ios".into())];
-            row.extend([Bound::Number(2), text("r".into()), text(format!("c{n}")), Bound::Number(1), Bound::Number(1)]);
-            row
-        })
-        .await;
-        assert_eq!(reads(&ended), ["Index Scan using leases_pkey on leases"], "{ended}");
-        assert_eq!(reads(&finished), ["Index Scan using attempts_lease on attempts"], "{finished}");
-        assert_eq!(reads(&granted), ["Index Scan using attempts_pkey on attempts"], "{granted}");
+        // As a new coordinator's tables are before Postgres first analyses
+        // them (by the lease alone, the finish read the whole table then),
+        // and once it has, with none open.
+        for analysed in [false, true] {
+            if analysed {
+                for sql in ["ANALYZE attempts", "ANALYZE leases"] {
+                    sqlx::query(sql).execute(&store.pool).await.unwrap();
+                }
+            }
+            let text = |s: String| Bound::Text(s);
+            let ended = plan(&store, end_leases_sql(8), 8, |n| {
+                vec![text(format!("l{n}")), Bound::Number(2), text("finished".into())]
+            })
+            .await;
+            let finished = plan(&store, finish_attempts_sql(8), 8, |n| {
+                let mut row = vec![text(format!("l{n}")), text("r".into()), text(format!("c{n}"))];
+                row.extend([
+                    Bound::Number(1),
+                    Bound::Number(1),
+                    text("passed".into()),
+                    Bound::Number(0),
+                    Bound::NoText,
+                ]);
+                row.extend([Bound::Number(2), Bound::Number(5), text("{}".into()), Bound::Number(1)]);
+                row.extend((0..6).map(|_| Bound::Nothing));
+                row
+            })
+            .await;
+            let granted = plan(&store, grant_attempts_sql(8), 8, |n| {
+                let mut row = vec![text(format!("new{n}")), text("d".into()), text("w".into()), text("ios".into())];
+                row.extend([
+                    Bound::Number(2),
+                    text("r".into()),
+                    text(format!("c{n}")),
+                    Bound::Number(1),
+                    Bound::Number(1),
+                ]);
+                row
+            })
+            .await;
+            assert_eq!(reads(&ended), ["Index Scan using leases_pkey on leases"], "analysed {analysed}: {ended}");
+            // By its whole key, or by its lease once the statistics say a
+            // lease is one row: either reads one row a result.
+            let by_key = ["Index Scan using attempts_pkey on attempts", "Index Scan using attempts_lease on attempts"];
+            let read = reads(&finished);
+            assert!(matches!(&read[..], [one] if by_key.contains(&one.as_str())), "analysed {analysed}: {finished}");
+            assert_eq!(
+                reads(&granted),
+                ["Index Scan using attempts_pkey on attempts"],
+                "analysed {analysed}: {granted}"
+            );
+        }
     }
 }

@@ -125,7 +125,7 @@ impl Leadership {
 }
 
 /// Rows per multi-row INSERT: well under both databases' limits on
-/// parameters (SQLite's 32,766, Postgres' 65,535) at nine columns.
+/// parameters (SQLite's 32,766, Postgres' 65,535) at up to 18 columns (a result's).
 const ROWS_PER_INSERT: usize = 500;
 /// SQLite finds each `$N` of a statement by name, one scan per bind: a
 /// statement of thousands of parameters costs the square of that. Smaller
