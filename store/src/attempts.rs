@@ -23,14 +23,16 @@ impl Store {
 
     /// A transaction whose writes find each of their rows by its key: a
     /// burst's bound rows joined to `leases`, `attempts` or `cases` by a
-    /// unique index. On Postgres every other way to read a table is off for
-    /// it: with a few hundred rows bound and a table of some hundred
-    /// thousand (a new coordinator's first weeks), the planner read and
-    /// hashed the whole table for every burst (15-25 ms a statement, where
-    /// a probe of the index a row takes 2-5 ms), and with no statistics yet
-    /// it took the open leases or attempts for few and read them all (or
-    /// every attempt ever leased) for each burst. What it has left is a
-    /// probe of the index a row, whatever the table's size or statistics.
+    /// unique index. On Postgres, reading a table whole (scanned, by bitmap,
+    /// hashed or merged) is off for it, and an index probe costs what it
+    /// does on a table in memory, as these hot tables are: with a few
+    /// hundred rows bound and a table of some hundred thousand (a new
+    /// coordinator's first weeks), the planner read and hashed the whole
+    /// table for every burst (15-25 ms a statement, where a probe of the
+    /// index a row takes 2-5 ms), and with statistics that said few were
+    /// open (or none yet) it read every open lease for each burst. What it
+    /// has left is a probe of the index a row, whatever the table's size or
+    /// statistics (`plans` below checks it).
     async fn begin_by_key(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
         Ok(match self.backend {
             // One round trip: BEGIN and the settings, which end with it.
