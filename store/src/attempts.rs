@@ -21,6 +21,21 @@ impl Store {
         Ok(rows)
     }
 
+    /// A transaction whose writes find each of their rows by its key (a
+    /// burst's bound rows joined to `leases`, `attempts` or `cases` by a
+    /// unique index). On Postgres an index probe is priced as what it is on
+    /// these tables, which stay in memory while runs flow: at the default
+    /// price of a read from disk, the planner read and hashed the whole
+    /// table for a burst of a few hundred rows (15-25 ms a statement, where
+    /// a probe a row takes 2-5 ms) once a table held some tens of thousands.
+    async fn begin_by_key(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        Ok(match self.backend {
+            // One round trip: BEGIN and the setting, which ends with it.
+            Backend::Postgres => self.pool.begin_with("BEGIN; SET LOCAL random_page_cost = 1.1").await?,
+            Backend::Sqlite => self.pool.begin().await?,
+        })
+    }
+
     /// Commits one lease before it is sent.
     pub async fn grant_lease(&self, lease: &NewLease) -> Result<(), StoreError> {
         match self.grant_leases(std::slice::from_ref(lease)).await?[..] {
@@ -33,7 +48,7 @@ impl Store {
     /// device its attempt), before any is sent. Per lease: granted, or not
     /// because its attempt is no longer pending (cancelled meanwhile).
     pub async fn grant_leases(&self, leases: &[NewLease]) -> Result<Vec<bool>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_by_key().await?;
         let granted = grant_in(&mut tx, &leases.iter().collect::<Vec<_>>(), self.rows()).await?;
         tx.commit().await?;
         Ok(granted)
@@ -85,7 +100,7 @@ impl Store {
         results: &[(String, AttemptOutcome)],
         next: &[(String, NewLease)],
     ) -> Result<FinishedAndGranted, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_by_key().await?;
         // Two statements per chunk, whatever its size: end the leases that
         // are still current, then finish their attempts.
         let mut finished: HashMap<String, AttemptKey> = HashMap::new();
@@ -385,21 +400,28 @@ fn pending_placeholders(rows: usize) -> String {
     (0..rows).map(row).collect::<Vec<_>>().join(", ")
 }
 
+// The three statements below find each row of a burst by its table's
+// unique key, and nothing else narrows the table: each fence (the lease
+// still open, the attempt leased by it or pending) is written about the
+// bound row as well (`v.column1`, a lease id, is never empty), so that
+// Postgres checks it on the row the key found. Written about the table
+// alone, Postgres took it for a filter and priced it from statistics of
+// another moment (few leases open, no attempt pending, or none yet): it
+// read the whole table and joined every row it believed few to every
+// bound one, seconds a statement once 10,000 were open or pending.
+
 /// Ends a burst's leases that are still current, by id.
 fn end_leases_sql(rows: usize) -> String {
     format!(
         "UPDATE leases SET ended_at = v.column2, end_reason = v.column3 FROM (VALUES {}) AS v \
-         WHERE leases.id = v.column1 AND leases.ended_at IS NULL \
+         WHERE leases.id = v.column1 AND (leases.ended_at IS NULL OR v.column1 IS NULL) \
          RETURNING leases.id, leases.run_id, leases.case_id, leases.attempt, leases.try_no",
         placeholders(rows, 3)
     )
 }
 
 /// Finishes the attempts of a burst's current leases, each found by its
-/// primary key (the lease names it) and fenced by the lease: Postgres plans
-/// a read by the attempt's whole key as one row whatever it knows of the
-/// table, where by the lease alone, on a table never analysed (a new
-/// coordinator's first hours), it read the whole table for every burst.
+/// primary key (the lease's end returned it) and leased by that lease.
 fn finish_attempts_sql(rows: usize) -> String {
     format!(
         "UPDATE attempts SET state = 'done', result = v.column6, infrastructure = v.column7, error = v.column8, \
@@ -408,7 +430,8 @@ fn finish_attempts_sql(rows: usize) -> String {
          rss_end_kb = v.column16, render_commits = v.column17, render_us = v.column18 \
          FROM (VALUES {}) AS v \
          WHERE attempts.run_id = v.column2 AND attempts.case_id = v.column3 AND attempts.attempt = v.column4 \
-         AND attempts.try_no = v.column5 AND attempts.lease_id = v.column1 AND attempts.state = 'leased' \
+         AND attempts.try_no = v.column5 \
+         AND CASE attempts.state WHEN 'leased' THEN attempts.lease_id = v.column1 ELSE false END \
          RETURNING attempts.lease_id",
         placeholders(rows, 18)
     )
@@ -422,7 +445,8 @@ fn grant_attempts_sql(rows: usize) -> String {
          worker_id = v.column3, platform = v.column4, started_at = v.column5 FROM (VALUES {}) AS v \
          WHERE attempts.run_id = v.column6 AND attempts.case_id = v.column7 AND attempts.attempt = v.column8 \
          AND attempts.try_no = v.column9 \
-         AND (attempts.state = 'pending' OR (attempts.state = 'leased' AND attempts.lease_id = v.column1)) \
+         AND CASE attempts.state WHEN 'pending' THEN true WHEN 'leased' THEN attempts.lease_id = v.column1 \
+         ELSE false END \
          RETURNING attempts.lease_id",
         placeholders(rows, 9)
     )
@@ -431,14 +455,17 @@ fn grant_attempts_sql(rows: usize) -> String {
 #[cfg(test)]
 mod plans {
     //! The writes of every attempt read their rows by key whatever the
-    //! planner's statistics say. With an index of the open attempts (or
-    //! leases), Postgres read it whole for each burst whenever its
-    //! statistics, taken while few were open, said it was small; finding an
-    //! attempt by its lease alone, it read the whole table for each burst
-    //! while it had no statistics yet.
+    //! planner's statistics say and however many rows a burst binds. With
+    //! an index of the open attempts (or leases), Postgres read it whole
+    //! for each burst whenever its statistics, taken while few were open,
+    //! said it was small; finding an attempt by its lease alone, it read
+    //! the whole table for each burst while it had no statistics yet; with
+    //! a burst of hundreds, it read and hashed the whole table (below some
+    //! tens of thousands of rows it still may, and that is cheap).
     use super::*;
 
-    /// The statement's plan on Postgres, with a burst of `rows` rows bound.
+    /// The statement's plan on Postgres, in a transaction of writes by key,
+    /// with a burst of `rows` rows bound.
     async fn plan(store: &Store, sql: String, rows: usize, row: impl Fn(usize) -> Vec<Bound>) -> String {
         let explain = format!("EXPLAIN {sql}");
         let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(explain));
@@ -452,7 +479,10 @@ mod plans {
                 };
             }
         }
-        query.fetch_all(&store.pool).await.unwrap().join("\n")
+        let mut tx = store.begin_by_key().await.unwrap();
+        let plan = query.fetch_all(&mut *tx).await.unwrap().join("\n");
+        tx.rollback().await.unwrap();
+        plan
     }
 
     enum Bound {
@@ -464,10 +494,10 @@ mod plans {
         NoText,
     }
 
-    /// Each read of `attempts` or `leases` in `plan`: through which index.
+    /// Each read of a table in `plan`: how.
     fn reads(plan: &str) -> Vec<String> {
         plan.lines()
-            .filter(|l| l.contains("Scan") && (l.contains(" on attempts") || l.contains(" on leases")))
+            .filter(|l| l.contains("Scan") && !l.contains("Values Scan"))
             .map(|l| l.trim().trim_start_matches("->").trim().split("  (").next().unwrap_or_default().to_owned())
             .collect()
     }
@@ -476,66 +506,65 @@ mod plans {
     #[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
     async fn the_writes_of_an_attempt_find_their_rows_by_key_whatever_the_statistics_say() {
         let store = crate::testkit::fresh(true).await;
-        // 20,000 finished attempts and their leases.
+        // 100,000 finished attempts, their leases and cases.
         for sql in [
             "INSERT INTO attempts (run_id, case_id, attempt, try_no, state, created_at, lease_id, finished_at, result) \
-             SELECT 'r', 'c' || g, 1, 1, 'done', 0, 'l' || g, 1, 'passed' FROM generate_series(1, 20000) g",
+             SELECT 'r', 'c' || g, 1, 1, 'done', 0, 'l' || g, 1, 'passed' FROM generate_series(1, 100000) g",
             "INSERT INTO leases (id, run_id, case_id, attempt, try_no, device_id, worker_id, granted_at, deadline, \
-             ended_at) SELECT 'l' || g, 'r', 'c' || g, 1, 1, 'd', 'w', 0, 0, 1 FROM generate_series(1, 20000) g",
+             ended_at) SELECT 'l' || g, 'r', 'c' || g, 1, 1, 'd', 'w', 0, 0, 1 FROM generate_series(1, 100000) g",
+            // The same cases in an earlier run too, as a suite's are.
+            "INSERT INTO cases (run_id, case_id, file, title, ordinal, expected_ms, estimate_source, final_result) \
+             SELECT r, 'c' || g, 'f.md', 't', g, 1, 'default', 'passed' \
+             FROM generate_series(1, 100000) g, (VALUES ('r'), ('earlier')) AS runs (r)",
         ] {
             sqlx::query(sql).execute(&store.pool).await.unwrap();
         }
         // As a new coordinator's tables are before Postgres first analyses
-        // them (by the lease alone, the finish read the whole table then),
-        // and once it has, with none open.
+        // them, and once it has (with none open or pending: statistics of
+        // another moment); a burst of 8, and one of a whole statement's rows.
         for analysed in [false, true] {
             if analysed {
-                for sql in ["ANALYZE attempts", "ANALYZE leases"] {
+                for sql in ["ANALYZE attempts", "ANALYZE leases", "ANALYZE cases"] {
                     sqlx::query(sql).execute(&store.pool).await.unwrap();
                 }
             }
-            let text = |s: String| Bound::Text(s);
-            let ended = plan(&store, end_leases_sql(8), 8, |n| {
-                vec![text(format!("l{n}")), Bound::Number(2), text("finished".into())]
-            })
-            .await;
-            let finished = plan(&store, finish_attempts_sql(8), 8, |n| {
-                let mut row = vec![text(format!("l{n}")), text("r".into()), text(format!("c{n}"))];
-                row.extend([
-                    Bound::Number(1),
-                    Bound::Number(1),
-                    text("passed".into()),
-                    Bound::Number(0),
-                    Bound::NoText,
-                ]);
-                row.extend([Bound::Number(2), Bound::Number(5), text("{}".into()), Bound::Number(1)]);
-                row.extend((0..6).map(|_| Bound::Nothing));
-                row
-            })
-            .await;
-            let granted = plan(&store, grant_attempts_sql(8), 8, |n| {
-                let mut row = vec![text(format!("new{n}")), text("d".into()), text("w".into()), text("ios".into())];
-                row.extend([
-                    Bound::Number(2),
-                    text("r".into()),
-                    text(format!("c{n}")),
-                    Bound::Number(1),
-                    Bound::Number(1),
-                ]);
-                row
-            })
-            .await;
-            assert_eq!(reads(&ended), ["Index Scan using leases_pkey on leases"], "analysed {analysed}: {ended}");
-            // By its whole key, or by its lease once the statistics say a
-            // lease is one row: either reads one row a result.
-            let by_key = ["Index Scan using attempts_pkey on attempts", "Index Scan using attempts_lease on attempts"];
-            let read = reads(&finished);
-            assert!(matches!(&read[..], [one] if by_key.contains(&one.as_str())), "analysed {analysed}: {finished}");
-            assert_eq!(
-                reads(&granted),
-                ["Index Scan using attempts_pkey on attempts"],
-                "analysed {analysed}: {granted}"
-            );
+            for rows in [8, ROWS_PER_INSERT] {
+                let text = |s: String| Bound::Text(s);
+                let ended = plan(&store, end_leases_sql(rows), rows, |n| {
+                    vec![text(format!("l{n}")), Bound::Number(2), text("finished".into())]
+                })
+                .await;
+                let finished = plan(&store, finish_attempts_sql(rows), rows, |n| {
+                    let mut row = vec![text(format!("l{n}")), text("r".into()), text(format!("c{n}"))];
+                    row.extend([Bound::Number(1), Bound::Number(1), text("passed".into()), Bound::Number(0)]);
+                    row.extend([Bound::NoText, Bound::Number(2), Bound::Number(5), text("{}".into())]);
+                    row.push(Bound::Number(1));
+                    row.extend((0..6).map(|_| Bound::Nothing));
+                    row
+                })
+                .await;
+                let granted = plan(&store, grant_attempts_sql(rows), rows, |n| {
+                    let mut row = vec![text(format!("new{n}")), text("d".into()), text("w".into())];
+                    row.extend([text("ios".into()), Bound::Number(2), text("r".into()), text(format!("c{n}"))]);
+                    row.extend([Bound::Number(1), Bound::Number(1)]);
+                    row
+                })
+                .await;
+                let cases = plan(&store, crate::runs::case_results_sql(rows), rows, |n| {
+                    vec![text("r".into()), text(format!("c{n}")), text("failed".into())]
+                })
+                .await;
+                let at = format!("analysed {analysed}, {rows} rows");
+                assert_eq!(reads(&ended), ["Index Scan using leases_pkey on leases"], "{at}: {ended}");
+                // By its whole key, or by its lease once the statistics say
+                // a lease is one row: either reads one row a result.
+                let by_key =
+                    ["Index Scan using attempts_pkey on attempts", "Index Scan using attempts_lease on attempts"];
+                let read = reads(&finished);
+                assert!(matches!(&read[..], [one] if by_key.contains(&one.as_str())), "{at}: {finished}");
+                assert_eq!(reads(&granted), ["Index Scan using attempts_pkey on attempts"], "{at}: {granted}");
+                assert_eq!(reads(&cases), ["Index Scan using cases_pkey on cases"], "{at}: {cases}");
+            }
         }
     }
 }

@@ -368,6 +368,15 @@ pub(super) async fn finish_run_in(
     Ok(())
 }
 
+/// Sets the final result of `rows` cases, each found by its primary key.
+pub(super) fn case_results_sql(rows: usize) -> String {
+    format!(
+        "UPDATE cases SET final_result = v.column3 FROM (VALUES {}) AS v \
+         WHERE cases.run_id = v.column1 AND cases.case_id = v.column2",
+        placeholders(rows, 3)
+    )
+}
+
 /// Cases' final results (run, case, result), one statement per chunk.
 pub(super) async fn update_case_results(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
@@ -375,13 +384,8 @@ pub(super) async fn update_case_results(
     rows: usize,
 ) -> Result<(), StoreError> {
     for chunk in results.chunks(rows) {
-        let sql = format!(
-            "UPDATE cases SET final_result = v.column3 FROM (VALUES {}) AS v \
-             WHERE cases.run_id = v.column1 AND cases.case_id = v.column2",
-            placeholders(chunk.len(), 3)
-        );
         // Built from constants and numbered placeholders only.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(case_results_sql(chunk.len())));
         for (run_id, case_id, result) in chunk {
             query = query.bind(run_id).bind(case_id).bind(result);
         }
