@@ -127,7 +127,7 @@ async fn stand_in_worker(
     url: String,
     name: String,
     devices: usize,
-    answer_leases: bool,
+    answers: Answers,
     seen: Arc<Seen>,
     cancel: CancellationToken,
 ) {
@@ -154,10 +154,28 @@ async fn stand_in_worker(
     let mut client = grpc::workers_client::WorkersClient::connect(url).await.unwrap();
     let mut inbound = client.link(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     let mut first = vec![true; devices];
+    // First leases held until the release, then answered.
+    let mut held: Vec<grpc::Lease> = Vec::new();
+    let release = match &answers {
+        Answers::Never => None,
+        Answers::AfterFirstHeld(release) => Some(release.clone()),
+    };
+    let mut released = false;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
     loop {
         let message = tokio::select! {
             _ = cancel.cancelled() => return,
+            _ = async { release.as_ref().expect("guarded").cancelled().await }, if release.is_some() && !released => {
+                released = true;
+                for lease in std::mem::take(&mut held) {
+                    for message in answer(&lease) {
+                        if tx.send(send(message)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
             _ = heartbeat.tick() => {
                 let _ = tx.send(send(worker_message::Kind::Heartbeat(grpc::Heartbeat::default()))).await;
                 continue;
@@ -174,10 +192,15 @@ async fn stand_in_worker(
                 seen.record(now_us() - lease.granted_unix_us);
                 seen.leased.fetch_add(1, Ordering::Relaxed);
                 let slot: usize = lease.slot.trim_start_matches('s').parse().unwrap_or(0);
-                if std::mem::take(&mut first[slot]) {
+                let is_first = std::mem::take(&mut first[slot]);
+                if is_first {
                     seen.first_leases.fetch_add(1, Ordering::Relaxed);
                 }
-                if !answer_leases {
+                if release.is_none() {
+                    continue;
+                }
+                if is_first && !released {
+                    held.push(lease);
                     continue;
                 }
                 for message in answer(&lease) {
@@ -189,6 +212,16 @@ async fn stand_in_worker(
             _ => {}
         }
     }
+}
+
+/// When a stand-in answers its leases.
+enum Answers {
+    /// Never: it holds what it is leased until its stream ends (the seed).
+    Never,
+    /// Its devices' first leases once the token is cancelled (when every
+    /// device of the fleet holds one, so that none is leased a second case
+    /// before another joined), every later one at once.
+    AfterFirstHeld(CancellationToken),
 }
 
 /// A pass of every step of the leased case, at once: a step result each,
@@ -372,7 +405,7 @@ impl Options {
             cases: positional.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000),
             per_worker: flag("--workers-per", 0),
             runs: flag("--runs", 4),
-            // A suite may hold 10,000 cases today (`MAX_SUITE_CASES`).
+            // The most cases a suite may hold (`MAX_SUITE_CASES`, 100,000).
             big: flag("--big", argus_cases::suite::MAX_SUITE_CASES),
         }
     }
@@ -393,26 +426,32 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
     // Every device joins at once while a run's cases wait. A run is
     // accepted only while a device matches it: one stand-in holds the
     // first case (and lets it go, lost with its stream, once the fleet
-    // is in).
+    // is in). There is a case for every device, and each device holds its
+    // first until all do: a device that answered at once could be leased
+    // the case a later one was waiting for.
     let seed_stop = CancellationToken::new();
-    let seed = stand_in_worker(coordinator.url.clone(), "seed".into(), 1, false, Arc::default(), seed_stop.clone());
+    let seed =
+        stand_in_worker(coordinator.url.clone(), "seed".into(), 1, Answers::Never, Arc::default(), seed_stop.clone());
     tokio::spawn(seed);
     wait_for_devices(&coordinator.url, 1).await;
     let url = coordinator.url.clone();
     let runs = (devices + 1).div_ceil(argus_cases::suite::MAX_SUITE_CASES);
     let waiting = tokio::spawn(async move { through(&url, runs, (devices + 1).div_ceil(runs), ONE_STEP).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let release = CancellationToken::new();
     let joining = Instant::now();
     for w in 0..streams {
         let count = per_worker.min(devices - w * per_worker);
         let name = format!("w{w}");
-        tokio::spawn(stand_in_worker(coordinator.url.clone(), name, count, true, seen.clone(), cancel.clone()));
+        let answers = Answers::AfterFirstHeld(release.clone());
+        tokio::spawn(stand_in_worker(coordinator.url.clone(), name, count, answers, seen.clone(), cancel.clone()));
     }
     while seen.first_leases.load(Ordering::Relaxed) < devices {
         assert!(joining.elapsed() < Duration::from_secs(300), "the devices were not all leased work");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let joined = joining.elapsed();
+    release.cancel();
     seed_stop.cancel();
     waiting.await.unwrap();
     let (_, rss_fleet) = coordinator.usage();
