@@ -43,6 +43,14 @@ pub(super) struct Recording {
 /// transactions in flight together.
 pub(super) const MAX_RECORDING: usize = 3;
 
+/// The most results written in one transaction, with `devices` in the
+/// fleet: a [`MAX_RECORDING`]th of it, so that the writes in flight share
+/// the database's cores, but never fewer than 100 (below that, a part's
+/// transaction costs more than the parallelism gains).
+pub(super) fn part_size(devices: usize) -> usize {
+    devices.div_ceil(MAX_RECORDING).max(100)
+}
+
 /// A write's answer once its task ends; never, when there is none (a
 /// branch of the owner's loop that waits for nothing).
 pub(super) async fn answer_of<T>(task: Option<&mut tokio::task::JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
@@ -160,5 +168,18 @@ impl Core {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_written_in_parts_of_a_third_of_the_fleet_but_not_of_a_few_results() {
+        assert_eq!(part_size(1_000), 334);
+        assert_eq!(part_size(10_000), 3_334);
+        assert_eq!(part_size(64), 100, "a small fleet's burst is one transaction");
+        assert_eq!(part_size(0), 100);
     }
 }

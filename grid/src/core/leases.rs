@@ -301,13 +301,22 @@ impl Core {
         }
     }
 
-    /// Records results (one transaction for all), then acts on each: retry,
-    /// requeue, finish the case and the run.
+    /// Records results, then acts on each: retry, requeue, finish the case
+    /// and the run. A burst is written in one transaction, or in parts
+    /// ([`in_flight::part_size`]): results come back in a wave after a big
+    /// commit, and one transaction holding most of the fleet kept one
+    /// database core busy while the others' small ones left the rest idle
+    /// (and every device of the big one waited for it).
     pub(super) async fn attempts_finished(&mut self, results: Vec<(String, grpc::AttemptResult)>) {
         if results.is_empty() {
             return;
         }
-        let prepared: Vec<Finished> = results.into_iter().filter_map(|(w, r)| self.prepare_result(&w, r)).collect();
+        let mut prepared: Vec<Finished> = results.into_iter().filter_map(|(w, r)| self.prepare_result(&w, r)).collect();
+        let part = in_flight::part_size(self.devices.len());
+        while prepared.len() > part {
+            let rest = prepared.split_off(part);
+            self.record_results(std::mem::replace(&mut prepared, rest), false, None).await;
+        }
         self.record_results(prepared, false, None).await;
     }
 
