@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 mod support;
 
-use support::{free_port, histogram, http_get, ms, store_alone, suite};
+use support::{MachineCpu, free_port, histogram, http_get, ms, store_alone, suite};
 
 /// A coordinator process and its gRPC URL.
 struct Coordinator {
@@ -344,12 +344,7 @@ async fn through(url: &str, runs: usize, cases: usize, steps: &str) -> (Duration
 /// alone. The submit time, the others' lease rates before and during it,
 /// and the big run's wall and coordinator CPU time from acceptance to its
 /// end.
-async fn big_run(
-    coordinator: &Coordinator,
-    seen: &Seen,
-    cases: usize,
-    others: usize,
-) -> (Duration, f64, f64, Duration, f64) {
+async fn big_run(coordinator: &Coordinator, seen: &Seen, cases: usize, others: usize) -> BigRun {
     let mut client = RunsClient::connect(coordinator.url.clone()).await.unwrap();
     let files = suite(others, "bg_", ONE_STEP);
     let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), detach: true, ..Default::default() };
@@ -362,18 +357,51 @@ async fn big_run(
         let leased = seen.leased.load(Ordering::Relaxed) - from.1;
         leased as f64 / from.0.elapsed().as_secs_f64()
     };
-    let before = (Instant::now(), seen.leased.load(Ordering::Relaxed));
+    let (before, machine, (cpu, _)) =
+        ((Instant::now(), seen.leased.load(Ordering::Relaxed)), MachineCpu::now(), coordinator.usage());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let rate_before = rate(before);
-    assert!(rate_before > 0.0, "the other run of {others} cases ended before the submit: give it more");
+    let (others_before, busy_before) = (rate(before), machine.busy_since());
+    let coordinator_before = (coordinator.usage().0 - cpu) / before.0.elapsed().as_secs_f64();
+    assert!(others_before > 0.0, "the other run of {others} cases ended before the submit: give it more");
     let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), ..Default::default() };
-    let submitting = (Instant::now(), seen.leased.load(Ordering::Relaxed));
+    let (submitting, machine) = ((Instant::now(), seen.leased.load(Ordering::Relaxed)), MachineCpu::now());
+    let (submit_cpu, _) = coordinator.usage();
     let run_id = client.submit(request).await.unwrap().into_inner().run_id;
-    let (submit, rate_during) = (submitting.0.elapsed(), rate(submitting));
+    let (submit, others_during, busy_during) = (submitting.0.elapsed(), rate(submitting), machine.busy_since());
     let (accepted, (cpu, _)) = (Instant::now(), coordinator.usage());
+    let coordinator_during = (cpu - submit_cpu) / submit.as_secs_f64();
     client.cancel(grpc::CancelRequest { run_id: background }).await.unwrap();
     watch_to_end(&mut client, run_id).await;
-    (submit, rate_before, rate_during, accepted.elapsed(), coordinator.usage().0 - cpu)
+    BigRun {
+        submit,
+        others_before,
+        others_during,
+        busy_before,
+        busy_during,
+        coordinator_before,
+        coordinator_during,
+        wall: accepted.elapsed(),
+        cpu: coordinator.usage().0 - cpu,
+    }
+}
+
+/// What [`big_run`] measured.
+struct BigRun {
+    submit: Duration,
+    /// The other run's leases per second in the second before the submit
+    /// and during it.
+    others_before: f64,
+    others_during: f64,
+    /// The share of the machine's cores busy over those two spans.
+    busy_before: f64,
+    busy_during: f64,
+    /// The coordinator's cores busy over those two spans (the other run's
+    /// leases and, during, the submit).
+    coordinator_before: f64,
+    coordinator_during: f64,
+    /// The big run from acceptance to its end, and the coordinator's CPU.
+    wall: Duration,
+    cpu: f64,
 }
 
 const ONE_STEP: &str = "  - app.see: \"#title\"\n";
@@ -416,7 +444,9 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
     // measured after the coordinator's runs, it shared the server with
     // their ends' follow-up writes and varied from 9,500 to 18,000
     // attempts/s between runs of the same code.
+    let machine = MachineCpu::now();
     let (lease_rate, result_rate) = store_alone(&databases[1], options.cases, devices).await;
+    let alone_busy = machine.busy_since();
     let coordinator = Coordinator::start(&databases[0]).await;
     let (_, rss_empty) = coordinator.usage();
     // 50 devices per stream, at most 100 streams (a big host's worker).
@@ -467,8 +497,9 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
         rows.push((label, attempts as f64 / wall.as_secs_f64(), cpu * 1000.0 / attempts as f64, seen.take()));
         attempts as f64 / wall.as_secs_f64()
     };
-    let (cpu, _) = coordinator.usage();
+    let ((cpu, _), machine) = (coordinator.usage(), MachineCpu::now());
     let (_, wall) = through(&coordinator.url, 1, options.cases, ONE_STEP).await;
+    let one_step_busy = machine.busy_since();
     let one_step = rate_of(
         format!("one-step cases, one run of {}", options.cases),
         options.cases,
@@ -492,7 +523,8 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
     // (at 9,000 attempts/s, ten seconds); cancelled once the big run is in.
     let others = argus_cases::suite::MAX_SUITE_CASES;
     seen.take();
-    let (big_submit, others_before, others_during, wall, cpu) = big_run(&coordinator, &seen, options.big, others).await;
+    let big = big_run(&coordinator, &seen, options.big, others).await;
+    let (wall, cpu) = (big.wall, big.cpu);
     rate_of(format!("one-step cases, one run of {}", options.big), options.big, wall, cpu);
     let (_, rss_after) = coordinator.usage();
     cancel.cancel();
@@ -524,12 +556,24 @@ async fn fleet(store: &str, databases: [String; 2], devices: usize, options: &Op
         one_step / alone
     );
     println!(
+        "  {:<52} {:>8.2} alone (the bench waiting on one connection)   {:.2} the one-step run through the coordinator",
+        "the machine's cores busy (both, all processes)", alone_busy, one_step_busy
+    );
+    println!(
         "  {:<52} {:>8.2} s   another run's leases/s before {:.0}, during {:.0} ({:.2})",
         format!("submit of the {}-case run", options.big),
-        big_submit.as_secs_f64(),
-        others_before,
-        others_during,
-        others_during / others_before
+        big.submit.as_secs_f64(),
+        big.others_before,
+        big.others_during,
+        big.others_during / big.others_before
+    );
+    println!(
+        "  {:<52} {:>8.2} before, {:.2} during   the coordinator's cores before {:.2}, during {:.2}",
+        "  the machine's cores busy (both, all processes)",
+        big.busy_before,
+        big.busy_during,
+        big.coordinator_before,
+        big.coordinator_during
     );
 }
 

@@ -54,7 +54,8 @@ use tokio_util::sync::CancellationToken;
 mod support;
 
 use support::{
-    counter, free_port, grid, grid_options, grid_with, histogram, http_get, leased_run, ms, passed, store_alone, suite,
+    MachineCpu, counter, free_port, grid, grid_options, grid_with, histogram, http_get, leased_run, ms, passed,
+    store_alone, suite,
 };
 
 // The allocator the `argus` binary runs with.
@@ -214,7 +215,9 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     let url = grid(database, devices, &cancel).await;
     // Throughput: one-step cases, ten per device at least.
     let quick = cases.max(devices * 10);
+    let (machine, (cpu_quick, _)) = (MachineCpu::now(), usage());
     let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
+    let (busy, cpu_per_attempt) = (machine.busy_since(), (usage().0 - cpu_quick) / quick as f64);
     let rate = quick as f64 / measured.wall.as_secs_f64();
     let (leases_alone, results_alone) = store_alone(database, quick, quick).await;
     println!("{store}, {devices} devices, {quick} one-step cases:");
@@ -244,6 +247,15 @@ async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
         "device-bound ceiling / s",
         ceiling,
         rate / ceiling
+    );
+    // The apps, their workers and the coordinator share this process: at
+    // the ceiling's rate they would need this many cores, beside Postgres.
+    println!(
+        "  {:<46} {:>10.2}   this process {:.2} ms CPU per attempt: {:.2} cores at the ceiling",
+        "the machine's cores busy (both, all processes)",
+        busy,
+        cpu_per_attempt * 1000.0,
+        cpu_per_attempt * ceiling
     );
     println!("  {:<46} {:>10.1} ms", "submit", measured.submit.as_secs_f64() * 1000.0);
     let fc = &measured.first_call;

@@ -29,6 +29,42 @@ pub fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
+/// The whole machine's CPU ticks so far, busy and in all (Linux's
+/// `/proc/stat`, every core): what Postgres, the coordinator and the
+/// devices used together, which no one process's figures show.
+#[derive(Clone, Copy)]
+pub struct MachineCpu {
+    busy: u64,
+    total: u64,
+}
+
+impl MachineCpu {
+    pub fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        // `cpu  user nice system idle iowait irq softirq steal …`: idle and
+        // iowait are the ticks no one used.
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        let total = ticks.iter().sum();
+        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        Self { busy: total - idle, total }
+    }
+
+    /// The share of the machine's cores busy since `self` (0 to 1).
+    pub fn busy_since(self) -> f64 {
+        let now = Self::now();
+        let total = now.total.saturating_sub(self.total);
+        if total == 0 { 0.0 } else { now.busy.saturating_sub(self.busy) as f64 / total as f64 }
+    }
+}
+
 /// A grid of `devices` simulated apps on `database`: its URL.
 pub async fn grid(database: &str, devices: usize, cancel: &CancellationToken) -> String {
     grid_with(database, devices, true, cancel).await
