@@ -141,9 +141,9 @@ fn the_shop_suite_on_a_grid_runs_its_fixtures_in_the_client_and_matches_one_devi
     std::fs::create_dir_all(&workers_dir).unwrap();
     let url = format!("http://{listen}");
     let database = format!("sqlite:{}", scratch.join("argus.db").display());
-    let _coordinator = Killed(spawn(&["coordinator", "--database-url", &database, "--listen", &listen], &workers_dir));
+    let coordinator = Killed(spawn(&["coordinator", "--database-url", &database, "--listen", &listen], &workers_dir));
     let ports = [free_port(), free_port()];
-    let _workers: Vec<Killed> = ports
+    let workers: Vec<Killed> = ports
         .iter()
         .enumerate()
         .map(|(i, port)| {
@@ -186,6 +186,20 @@ fn the_shop_suite_on_a_grid_runs_its_fixtures_in_the_client_and_matches_one_devi
         assert_eq!(refused.status.code(), Some(2), "{printed}");
         assert!(printed.contains("cases/flaky.md:"), "{printed}");
         assert!(printed.contains("flaky: `warm_cache ` runs on the project's side (fixtures or exec)"), "{printed}");
+    }
+
+    // The coordinator keeps to ordinary pages (each huge page's fault
+    // zeroed 2 MiB at every burst); a worker does not turn them off, since
+    // its hooks' emulators would inherit that.
+    #[cfg(target_os = "linux")]
+    {
+        let huge_pages = |process: &Killed| {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", process.0.id())).unwrap();
+            let line = status.lines().find_map(|l| l.strip_prefix("THP_enabled:")).map(str::trim).map(str::to_owned);
+            line.expect("the kernel tells whether a process may have transparent huge pages (Linux 5.0 and later)")
+        };
+        assert_eq!(huge_pages(&coordinator), "0", "the coordinator turned transparent huge pages off");
+        assert_eq!(huge_pages(&workers[0]), "1", "a worker keeps them");
     }
 }
 
