@@ -365,11 +365,11 @@ async fn big_run(coordinator: &Coordinator, seen: &Seen, cases: usize, others: u
     assert!(others_before > 0.0, "the other run of {others} cases ended before the submit: give it more");
     let request = grpc::SubmitRequest { cases: files, project: "capacity".into(), ..Default::default() };
     let (submitting, machine) = ((Instant::now(), seen.leased.load(Ordering::Relaxed)), MachineCpu::now());
-    let (submit_cpu, _) = coordinator.usage();
+    let (cpu_at_submit, _) = coordinator.usage();
     let run_id = client.submit(request).await.unwrap().into_inner().run_id;
     let (submit, others_during, busy_during) = (submitting.0.elapsed(), rate(submitting), machine.busy_since());
     let (accepted, (cpu, _)) = (Instant::now(), coordinator.usage());
-    let coordinator_during = (cpu - submit_cpu) / submit.as_secs_f64();
+    let coordinator_during = (cpu - cpu_at_submit) / submit.as_secs_f64();
     client.cancel(grpc::CancelRequest { run_id: background }).await.unwrap();
     watch_to_end(&mut client, run_id).await;
     BigRun {
