@@ -370,12 +370,6 @@ pub const MAX_LABEL_UNITS: usize = 140;
 /// keys) as `k: v` pairs, nested values as JSON, anything else as `String()`.
 /// An empty object or list leaves the space after the verb, as lynkeus does.
 pub fn label(step: &Step) -> String {
-    fn pair(key: &str, value: &Value) -> String {
-        match value {
-            Value::Object(_) | Value::Array(_) | Value::Null => format!("{key}: {}", js_json(value)),
-            other => format!("{key}: {}", js_string(other)),
-        }
-    }
     let text = match &step.value {
         Value::Null => step.verb.clone(),
         Value::Object(map) => {
@@ -389,6 +383,33 @@ pub fn label(step: &Step) -> String {
         other => format!("{} {}", step.verb, js_string(other)),
     };
     cut_utf16(&text, MAX_LABEL_UNITS)
+}
+
+/// One `k: v` of a label: nested values as JSON, anything else as `String()`.
+fn pair(key: &str, value: &Value) -> String {
+    match value {
+        Value::Object(_) | Value::Array(_) | Value::Null => format!("{key}: {}", js_json(value)),
+        other => format!("{key}: {}", js_string(other)),
+    }
+}
+
+/// What `app.see {absent: true}` says is still there, as lynkeus words it:
+/// the label of the step's parameters with `absent` set to `undefined` in
+/// its place (`still there: absent: undefined, target: #title`). `params`
+/// are the step's parameters as lynkeus' `see` holds them, `None` standing
+/// for a key whose value is `undefined`.
+pub fn still_there(params: &[(&str, Option<&Value>)]) -> String {
+    let parts: Vec<String> = params
+        .iter()
+        .map(|(key, value)| match (*key, value) {
+            ("absent", _) | (_, None) => format!("{key}: undefined"),
+            (_, Some(value)) => pair(key, value),
+        })
+        .collect();
+    // lynkeus labels it as a step with an empty verb (` text`, cut at 140
+    // units), then trims.
+    let text = cut_utf16(&format!(" {}", parts.join(", ")), MAX_LABEL_UNITS);
+    format!("still there: {}", text.trim())
 }
 
 #[cfg(test)]
@@ -459,6 +480,22 @@ mod tests {
         assert_eq!(n(-0.0), "0");
         assert_eq!(n(-2.5), "-2.5");
         assert_eq!(js_json(&json!({"a": [1.0, "x\"y"], "b": 1e300})), "{\"a\":[1,\"x\\\"y\"],\"b\":1e+300}");
+    }
+
+    #[test]
+    fn still_there_labels_absent_as_undefined_in_its_place() {
+        let target = json!("#title");
+        let timeout = json!(300);
+        assert_eq!(
+            still_there(&[("absent", Some(&json!(true))), ("target", Some(&target)), ("timeoutMs", Some(&timeout))]),
+            "still there: absent: undefined, target: #title, timeoutMs: 300"
+        );
+        assert_eq!(
+            still_there(&[("name", None), ("absent", Some(&json!(true))), ("event", Some(&json!("Tap")))]),
+            "still there: name: undefined, absent: undefined, event: Tap"
+        );
+        let long = json!("x".repeat(200));
+        assert_eq!(still_there(&[("text", Some(&long)), ("absent", None)]).len(), "still there: ".len() + 139);
     }
 
     #[test]

@@ -395,3 +395,30 @@ async fn a_macro_with_conditions_presses_once() {
     assert_eq!(fake.methods().iter().filter(|m| *m == "press").count(), 1);
     let _ = std::fs::remove_file(&log);
 }
+
+#[tokio::test]
+async fn absent_fails_in_lynkeus_words() {
+    // lynkeus: `still there: ${label({verb: '', value: {...params, absent: undefined}}).trim()}`,
+    // a string value being `{target: value}` and `app.event` handing `see`
+    // `{...value, event: name, name: undefined}`.
+    let cases = [
+        (
+            "app.see: { absent: true, target: \"#refresh\", timeoutMs: 200 }",
+            "still there: absent: undefined, target: #refresh, timeoutMs: 200",
+        ),
+        (
+            "app.see: { testId: refresh, absent: true, timeoutMs: 200 }",
+            "still there: testId: refresh, absent: undefined, timeoutMs: 200",
+        ),
+        (
+            "app.see: { text: \"Hello\", absent: true, timeoutMs: 200, within: { testId: list } }",
+            "still there: text: Hello, absent: undefined, timeoutMs: 200, within: {\"testId\":\"list\"}",
+        ),
+    ];
+    for (step, expected) in cases {
+        let fake = Fake::new(&[]);
+        let case = run(&fake, &format!("---\nid: gone\n---\nsteps:\n  - {step}\n"), &context(false)).await;
+        assert_eq!(case.result, CaseResult::Failed, "{step}");
+        assert_eq!(case.steps[0].error.as_deref(), Some(expected), "{step}");
+    }
+}

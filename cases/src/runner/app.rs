@@ -101,7 +101,7 @@ impl<D: Device> Attempt<'_, D> {
                     }
                     _ => return Err(StepError::Failed("app.event needs an event name".into())),
                 };
-                self.see(&check).await
+                self.see_as(&check, &event_params(value)).await
             }
             "run" => Err(StepError::Failed(
                 "app.run plays a lynkeus flow, which argus does not run; write the flow as a macro (cases.macros)"
@@ -481,4 +481,24 @@ mod tests {
         assert_eq!(target_json(&t), json!({"testId": "like", "nth": 1, "within": {"text": "hi from Ana"}}));
         assert_eq!(target_of("press", &json!(12)).unwrap_err(), StepError::Failed("app.press needs a target".into()));
     }
+}
+
+/// `app.event`'s parameters as lynkeus hands them to its `see`:
+/// `{...value, event: name, name: undefined}`.
+fn event_params(value: &Value) -> super::see::SeeParams {
+    let mut params: super::see::SeeParams = match value {
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect(),
+        _ => Vec::new(),
+    };
+    let name = match value {
+        Value::Object(map) => map.get("name").cloned(),
+        other => Some(other.clone()),
+    };
+    for (key, set) in [("event", name), ("name", None)] {
+        match params.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = set,
+            None => params.push((key.into(), set)),
+        }
+    }
+    params
 }

@@ -42,8 +42,38 @@ fn pathname(url: &str) -> &str {
     &rest[..end]
 }
 
+/// A step's parameters as lynkeus' `see` holds them, in their order; `None`
+/// is a key set to `undefined`.
+pub(super) type SeeParams = Vec<(String, Option<Value>)>;
+
+/// `app.see`'s value as lynkeus reads it: a string is its `target`.
+fn lynkeus_params(value: &Value) -> SeeParams {
+    match value {
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect(),
+        Value::String(_) => vec![("target".into(), Some(value.clone()))],
+        _ => Vec::new(),
+    }
+}
+
+/// `still there: …` in lynkeus' words: its label of the parameters with
+/// `absent` set to `undefined` in its place.
+fn still_there(named: &SeeParams) -> String {
+    let mut pairs: Vec<(&str, Option<&Value>)> = named.iter().map(|(k, v)| (k.as_str(), v.as_ref())).collect();
+    if !pairs.iter().any(|(k, _)| *k == "absent") {
+        pairs.push(("absent", None));
+    }
+    crate::format::still_there(&pairs)
+}
+
 impl<D: Device> Attempt<'_, D> {
     pub(super) async fn see(&mut self, value: &Value) -> StepResult {
+        let named = lynkeus_params(value);
+        self.see_as(value, &named).await
+    }
+
+    /// `see`, whose `absent` failure names `named`: the parameters as
+    /// lynkeus' own `see` was handed them (`app.event` hands it others).
+    pub(super) async fn see_as(&mut self, value: &Value, named: &SeeParams) -> StepResult {
         let timeout = value.get("timeoutMs").and_then(Value::as_u64).unwrap_or(3_000);
         self.waits(timeout);
         let deadline = Duration::from_millis(timeout);
@@ -61,29 +91,11 @@ impl<D: Device> Attempt<'_, D> {
                 // Past the deadline, a busy app still gets time, up to a limit.
                 let busy = self.call("screen", None, CALL_TIMEOUT).await?.get("busy") == Some(&Value::Bool(true));
                 if !busy || elapsed >= hard {
-                    let message = if absent { format!("still there: {}", self.see_label(value)) } else { message };
+                    let message = if absent { still_there(named) } else { message };
                     return Err(StepError::Failed(message));
                 }
             }
             tokio::time::sleep(POLL).await;
-        }
-    }
-
-    /// What `absent` names when it is still there.
-    fn see_label(&self, value: &Value) -> String {
-        match value {
-            Value::String(raw) => parse_target(raw).describe(),
-            _ => {
-                if let Ok(target) = target_of("see", value) {
-                    return target.describe();
-                }
-                for key in ["text", "route", "request", "event"] {
-                    if let Some(v) = value.get(key) {
-                        return v.to_string();
-                    }
-                }
-                value.to_string()
-            }
         }
     }
 
