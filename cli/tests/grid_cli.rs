@@ -1249,6 +1249,12 @@ fn an_apps_memory_and_render_time_are_read_around_each_attempt_and_charted_on_it
     assert!(page.contains("class=\"trend heap-start\"") && page.contains("class=\"trend heap-end\""), "{page}");
     assert!(page.contains("class=\"trend render\""), "{page}");
     assert_eq!(page.matches("class=\"dot heap-start\"").count(), 3, "{page}");
+    assert!(!page.contains("render-not-measured"), "{page}");
+    // No render figure recorded: said, not charted as zero.
+    let (status, page) = http_json(&http, "GET", "/cases/own?project=leaky", "");
+    assert_eq!(status, 200);
+    assert!(page.contains("class=\"trend heap-start\"") && !page.contains("class=\"trend render\""), "{page}");
+    assert!(page.contains("id=\"render-not-measured\"") && page.contains("Render time: not measured"), "{page}");
 }
 
 /// A grid of one device whose app is the shop's model as `change` makes it:

@@ -98,9 +98,13 @@ fn memory_sample(value: &Value) -> Option<grpc::MemorySample> {
 }
 
 /// `{commits, ms, routes: {R: {maxMs}}}`; `None` for an answer without
-/// commits.
+/// commits, and for a recording that saw none: an app that renders outside
+/// the agent's recorder (lynkeus' example app has no `auto()`) reports
+/// zeros that measured nothing, and must not be charted as no rendering.
 fn render(value: &Value) -> Option<grpc::RenderProfile> {
-    value.get("commits")?.as_f64()?;
+    if value.get("commits")?.as_f64()? <= 0.0 {
+        return None;
+    }
     let max_ms = value
         .get("routes")
         .and_then(Value::as_object)
@@ -127,5 +131,6 @@ mod tests {
         let profile = render(&json!({"recording": false, "commits": 12, "ms": 30.5, "routes": {"Home": {"commits": 4, "ms": 10, "maxMs": 6.5}, "Feed": {"commits": 8, "ms": 20.5, "maxMs": 9}}})).unwrap();
         assert_eq!((profile.commits, profile.ms, profile.max_ms), (12, 30.5, 9.0));
         assert_eq!(render(&json!({"recording": true})), None, "a start's answer is no profile");
+        assert_eq!(render(&json!({"commits": 0, "ms": 0, "routes": {}})), None, "no commit seen: not measured");
     }
 }

@@ -1,6 +1,7 @@
 //! The worker: one lynkeus driver per device slot, and the link to the
 //! coordinator that leases it attempts.
 
+mod attempt;
 pub mod camera;
 pub mod config;
 mod device_calls;

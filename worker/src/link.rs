@@ -4,28 +4,20 @@
 //! dialed again with backoff.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use argus_cases::runner::{Camera, PREPARE_MS, Pictures, RunContext, run_attempt_with};
-use argus_cases::{Case, CaseFile, CasesConfig};
 use argus_proto::auth::Bearer;
 use argus_proto::grpc::{self, coordinator_message, worker_message, workers_client::WorkersClient};
-use argus_proto::run::StepStatus;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::camera::{AttemptFiles, HookCamera, Recording};
-use crate::device_log::DeviceLog;
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
-use crate::health::Health;
-use crate::live::{Live, Watched};
-use crate::project::{LinkCalls, RelayedProject};
-use crate::relaunch::AppMark;
+use crate::live::Live;
+use crate::project::LinkCalls;
 
 pub use crate::slots::{Hooks, SlotConfig, WorkerFile, check_slots};
 
@@ -46,15 +38,15 @@ pub struct WorkerConfig {
     pub slots: Vec<SlotConfig>,
 }
 
-struct Slot {
-    config: SlotConfig,
-    driver: Arc<Driver>,
+pub(crate) struct Slot {
+    pub(crate) config: SlotConfig,
+    pub(crate) driver: Arc<Driver>,
     busy: Mutex<bool>,
     /// The last hello an app sent on this slot: kept after it leaves, so the
     /// device is shown as disconnected rather than never seen.
     last_hello: Mutex<Option<Arc<argus_proto::wire::Hello>>>,
     /// What its app shows now, for the live view.
-    live: Live,
+    pub(crate) live: Live,
 }
 
 impl Slot {
@@ -81,11 +73,9 @@ impl Slot {
             serial: self.config.serial.clone().unwrap_or_default(),
             state: state as i32,
             hello_json: hello.map(|h| serde_json::to_string(&*h).unwrap_or_default()).unwrap_or_default(),
-            app_problem: if self.driver.connected() {
-                String::new()
-            } else {
-                self.driver.problem().unwrap_or_default()
-            },
+            // Said whether or not an app is attached: a second app with a
+            // wrong token on a busy port, an app that keeps reconnecting.
+            app_problem: self.driver.problem().unwrap_or_default(),
         }
     }
 }
@@ -442,7 +432,7 @@ struct Shared {
     out: mpsc::Sender<grpc::WorkerMessage>,
     /// The attempts running now, each with what stops it.
     running: Arc<Running>,
-    parsed: Arc<ParsedFiles>,
+    parsed: Arc<crate::attempt::ParsedFiles>,
     calls: Arc<LinkCalls>,
     /// Told the index of a slot whose device may have changed.
     changed: mpsc::Sender<usize>,
@@ -479,7 +469,7 @@ impl Shared {
                 };
                 let _ = steps.try_send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Step(step)) });
             };
-            let attempt = tracing::Instrument::instrument(run_lease(&slot, &lease, &parsed, &calls, &out, on_step), span.clone());
+            let attempt = tracing::Instrument::instrument(crate::attempt::run(&slot, &lease, &parsed, &calls, &out, on_step), span.clone());
             let result = tokio::select! {
                 result = attempt => Some(result),
                 _ = stop.cancelled() => None,
@@ -498,7 +488,7 @@ impl Shared {
             *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
             slot.live.end();
             if let Some(result) = result {
-                crate::metrics::attempt(&attempt_outcome(&result));
+                crate::metrics::attempt(&crate::attempt::attempt_outcome(&result));
                 let _ = out.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await;
             }
             running.lock().remove(&lease.lease_id);
@@ -553,79 +543,6 @@ impl Shared {
     }
 }
 
-/// An attempt's result, for the metrics: the case's, or `infrastructure`.
-fn attempt_outcome(result: &grpc::AttemptResult) -> String {
-    if result.infrastructure_failure {
-        return "infrastructure".into();
-    }
-    serde_json::from_str::<argus_proto::run::RunCase>(&result.run_case_json)
-        .map(|line| format!("{:?}", line.result).to_lowercase())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// What a step's error says when the device, not the case, failed: the
-/// words of the driver's call errors that are infrastructure
-/// ([`crate::driver::CallError::is_infrastructure`]), as
-/// the runner writes them into the step (the line carries text only).
-const INFRASTRUCTURE: [&str; 4] =
-    ["No app attached", "App disconnected mid-call", "Agent server closed", "Not authenticated"];
-
-/// Case files read once per run: every lease of a file carries its text,
-/// and a matrix of hundreds of cases must not be read again for each one
-/// (nor by each of the first leases that arrive together). Each lease
-/// builds its own case only.
-#[derive(Default)]
-struct ParsedFiles(Mutex<HashMap<RunFile, Arc<ParsedFile>>>);
-
-/// A run's id and a case file's path.
-type RunFile = (String, String);
-type ParsedFile = tokio::sync::OnceCell<Result<CaseFile, String>>;
-
-impl ParsedFiles {
-    /// Files kept; beyond it the cache starts over.
-    const FILES: usize = 256;
-
-    async fn case(&self, lease: &grpc::Lease) -> Result<Case, String> {
-        let cell = {
-            let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            if files.len() >= Self::FILES {
-                files.clear();
-            }
-            files.entry((lease.run_id.clone(), lease.case_file.clone())).or_default().clone()
-        };
-        let parsed = cell
-            .get_or_init(|| async { CaseFile::parse(&lease.case_source, &lease.case_file).map_err(|e| e.to_string()) })
-            .await;
-        parsed
-            .as_ref()
-            .map_err(Clone::clone)?
-            .case(&lease.case_id)
-            .ok_or_else(|| format!("{}: no case {} in it", lease.case_file, lease.case_id))?
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Tells the app which trace its attempt belongs to, when it has a
-/// `traceContext` command, so that its own spans join the run's trace. The
-/// attempt runs whatever the app answers.
-async fn hand_trace_context(driver: &Driver) {
-    let span = tracing::Span::current();
-    let Some(traceparent) = argus_proto::trace::traceparent(&span) else { return };
-    if !driver.hello().is_some_and(|hello| hello.has_command("traceContext")) {
-        return;
-    }
-    let params = serde_json::json!({ "traceparent": traceparent });
-    match driver.call("traceContext", Some(params), Duration::from_secs(5)).await {
-        Ok(_) => {
-            span.record("trace_context", "handed");
-        }
-        Err(error) => {
-            span.record("trace_context", "refused");
-            warn!(%error, "the app's traceContext command failed; the attempt runs without it");
-        }
-    }
-}
-
 /// How often a watched link looks for live screens to send or read.
 const LIVE_TICK: Duration = Duration::from_millis(250);
 
@@ -638,184 +555,4 @@ fn read_for_live(slot: Arc<Slot>, tasks: &TaskTracker) {
         }
         slot.live.read_done();
     });
-}
-
-/// Runs one leased attempt on its slot's driver.
-async fn run_lease(
-    slot: &Slot,
-    lease: &grpc::Lease,
-    parsed: &ParsedFiles,
-    calls: &Arc<LinkCalls>,
-    out: &mpsc::Sender<grpc::WorkerMessage>,
-    on_step: impl FnMut(usize, &argus_proto::run::RunStep),
-) -> grpc::AttemptResult {
-    let infra = |error: String| grpc::AttemptResult {
-        lease_id: lease.lease_id.clone(),
-        run_case_json: String::new(),
-        infrastructure_failure: true,
-        error,
-        lease_to_first_call_us: 0,
-        observed: None,
-        health: None,
-    };
-    let case = match parsed.case(lease).await {
-        Ok(case) => case,
-        Err(error) => return infra(error),
-    };
-    let config_value: serde_json::Value = match serde_json::from_str(&lease.config_json) {
-        Ok(value) => value,
-        Err(error) => return infra(format!("the lease's case configuration is not JSON: {error}")),
-    };
-    let config = match CasesConfig::from_json(&config_value, Path::new(".")) {
-        Ok(config) => config,
-        Err(error) => return infra(error.to_string()),
-    };
-    // Fixtures and exec commands run where the suite lives: the run's
-    // client, reached through the coordinator.
-    let project = RelayedProject {
-        calls: calls.clone(),
-        run_id: lease.run_id.clone(),
-        lease_id: lease.lease_id.clone(),
-        fixture_timeout: config.fixtures.as_ref().map(|f| Duration::from_millis(f.timeout_ms)),
-    };
-    let placeholders = slot.config.placeholders(&lease.case_id, lease.attempt);
-    // The attempt's screenshots and film are written here, shipped with its
-    // result, and removed with the folder.
-    let files = AttemptFiles::new();
-    let camera = slot.config.hooks.screenshot.as_ref().map(|command| {
-        Arc::new(HookCamera { command: command.clone(), placeholders: placeholders.clone() }) as Arc<dyn Camera>
-    });
-    let driver = slot.driver.as_ref();
-    let lease_to_first_call_us = unix_us() - lease.granted_unix_us;
-    let preparing = std::time::Instant::now();
-    if let Err(error) = driver.call("reset", None, Duration::from_secs(20)).await
-        && error.is_infrastructure()
-    {
-        return infra(format!("reset: {error}"));
-    }
-    hand_trace_context(driver).await;
-    if let Some(before) = &slot.config.hooks.before
-        && let Err(error) = crate::slots::run_hook("before", before, &placeholders).await
-    {
-        return infra(error.to_string());
-    }
-    // The app as the steps find it: a reconnect during the attempt is then
-    // told apart from a relaunch (a fresh app that lost the attempt's state).
-    let prepared_ms = preparing.elapsed().as_millis() as u64;
-    let mut before = AppMark::watch(driver);
-    let recording = slot
-        .config
-        .hooks
-        .record
-        .as_ref()
-        .and_then(|command| Recording::of_attempt(command, &placeholders, files.root(), &case.id, lease.attempt));
-    let device_log = slot
-        .config
-        .hooks
-        .log
-        .as_ref()
-        .and_then(|command| DeviceLog::of_attempt(command, &placeholders, files.root(), &case.id, lease.attempt));
-    let context = RunContext {
-        config: CasesConfig { fixtures: None, ..config },
-        project: Arc::new(project),
-        collect_events: true,
-        keep_going: false,
-        pictures: Some(Pictures {
-            root: files.root().into(),
-            every_step: false,
-            camera,
-            film_started: recording.as_ref().map(|r| r.started),
-        }),
-        observe: slot.config.observe,
-    };
-    // The fingerprint is read while the runner lets the reset app settle
-    // (its first call is `idle {300, 5000}`): it costs the attempt no time.
-    let watched = Watched { device: driver, live: &slot.live };
-    // Read outside the steps' time: while the app settles, done before the
-    // first step (not between the reset and the settle, where the device
-    // did nothing else), and after the last step.
-    let mut health = Health::of(driver, &case);
-    let (attempted, ()) = tokio::join!(
-        run_attempt_with(&watched, &case, lease.attempt, &context, health.begin(driver), on_step),
-        before.read(driver)
-    );
-    let (mut attempt, mut observed) = (attempted.case, attempted.observed);
-    let health = health.end(driver).await;
-    if let Some(observed) = observed.as_ref() {
-        // The app's crashes, kept with the attempt's line: every attempt's,
-        // not only the failures' whose records stay.
-        let crashes: Vec<serde_json::Value> = observed
-            .steps
-            .iter()
-            .flat_map(|step| step.problems.iter().filter(|p| p.kind == "crash").map(move |p| (step, p)))
-            .map(|(step, crash)| {
-                serde_json::json!({ "step": step.step, "message": crash.message, "route": crash.route, "stack": crash.stack })
-            })
-            .collect();
-        if !crashes.is_empty() {
-            attempt.extra.insert(argus_proto::artifacts::CRASHES_KEY.into(), crashes.into());
-        }
-    }
-    if let Some(observed) = observed.as_mut() {
-        let label = |keys: &[&str]| keys.iter().find_map(|k| slot.config.labels.get(*k)).cloned().unwrap_or_default();
-        observed.device_model = label(&["model"]);
-        observed.os_version = label(&["platformVersion", "os", "osVersion"]);
-    }
-    if let Some(recording) = recording {
-        film(&mut attempt, recording).await;
-    }
-    if let Some(log) = device_log
-        && log.stop().await
-    {
-        let path = argus_proto::artifacts::log_path(&attempt.id, attempt.attempt);
-        attempt.extra.insert(argus_proto::artifacts::LOG_KEY.into(), path.into());
-    }
-    // The reset and `before` hook readied the device too.
-    let settled_ms = attempt.extra.get(PREPARE_MS).and_then(serde_json::Value::as_u64).unwrap_or(0);
-    attempt.extra.insert(PREPARE_MS.into(), (settled_ms + prepared_ms).into());
-    if let Some(relaunch) = before.relaunched(driver).await {
-        warn!(%relaunch, "the app was relaunched during the attempt; it runs again");
-        return infra(relaunch);
-    }
-    if attempt.result == argus_proto::run::CaseResult::Failed
-        && let Some(on_failure) = &slot.config.hooks.on_failure
-        && let Err(error) = crate::slots::run_hook("on_failure", on_failure, &placeholders).await
-    {
-        warn!(%error, "the on_failure hook failed");
-    }
-    if let Some(after) = &slot.config.hooks.after
-        && let Err(error) = crate::slots::run_hook("after", after, &placeholders).await
-    {
-        warn!(%error, "the after hook failed");
-    }
-    let lost = attempt.steps.iter().find_map(|s| {
-        let error = s.error.as_deref()?;
-        (s.status == StepStatus::Failed && INFRASTRUCTURE.iter().any(|m| error.contains(m)))
-            .then(|| format!("{}: {error}", s.step))
-    });
-    if crate::camera::ship(out, lease, files.root(), &mut attempt).await.is_err() {
-        warn!("the link closed while the attempt's files were sent");
-    }
-    grpc::AttemptResult {
-        lease_id: lease.lease_id.clone(),
-        run_case_json: attempt.to_line(),
-        infrastructure_failure: lost.is_some(),
-        error: lost.unwrap_or_default(),
-        lease_to_first_call_us,
-        observed,
-        health,
-    }
-}
-
-/// Ends the attempt's film and names it in the attempt.
-async fn film(attempt: &mut argus_proto::run::RunCase, recording: Recording) {
-    if recording.stop().await {
-        attempt.video = Some(argus_proto::artifacts::video_path(&attempt.id, attempt.attempt));
-    } else {
-        warn!("the record hook left no film");
-    }
-}
-
-fn unix_us() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }

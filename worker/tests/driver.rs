@@ -120,6 +120,7 @@ async fn resend_after_a_reconnect_is_byte_identical() {
     let auth = second.recv().await;
     assert_eq!(auth["session"], driver.session(), "the same session on every connection");
     second.hello().await;
+    second.answer_probe().await;
     let resent = second.recv_text().await;
     assert_eq!(resent, sent);
     let id: Value = serde_json::from_str::<Value>(&resent).unwrap()["id"].clone();
@@ -214,10 +215,16 @@ async fn a_wrong_token_gets_no_calls_and_is_named() {
     // hello, and is never answered `unauthenticated`.
     let error = driver.call("screen", None, Duration::from_millis(300)).await.unwrap_err();
     assert_eq!(error.code(), Some("timeout"), "{error}");
-    // An app with the right token attaches, and the problem is gone.
+    // An app with the right token attaches and gets the calls; the one
+    // that never answered auth is still named while it dials.
     let (mut app, _) = BareApp::attach(driver.local_addr()).await;
     driver.wait_for_app(WAIT).await.unwrap();
-    assert_eq!(driver.problem(), None);
+    assert!(driver.connected());
+    assert_eq!(
+        driver.problem().as_deref(),
+        Some(format!("an app connected on {port} but never answered auth (wrong token?)").as_str()),
+        "named beside the attached app"
+    );
     let driver = std::sync::Arc::new(driver);
     let call = tokio::spawn({
         let driver = driver.clone();
@@ -226,6 +233,82 @@ async fn a_wrong_token_gets_no_calls_and_is_named() {
     let request = app.recv().await;
     app.send(json!({"id": request["id"], "result": "pong"})).await;
     assert_eq!(call.await.unwrap().unwrap(), "pong");
+    // Once it is gone (and has not dialed again for a while), so is the name.
+    drop(_sim);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while driver.problem().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", driver.problem());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_flaky_link_is_one_process_reconnecting() {
+    let driver = std::sync::Arc::new(driver(quick()).await);
+    let proxy = Proxy::start(driver.local_addr()).await;
+    let sim = Sim::start(proxy.addr.port(), None);
+    driver.wait_for_app(WAIT).await.unwrap();
+    let first = driver.identity();
+    assert_eq!((first.process, first.reconnects, first.replacements), (1, 0, 0));
+    // A press in flight at each cut is resent and answered from the same
+    // process's memory: it runs once each time.
+    for n in 1..=4 {
+        let press = tokio::spawn({
+            let driver = driver.clone();
+            async move { driver.call("press", Some(json!({"testId": "login"})), WAIT).await }
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        proxy.cut();
+        press.await.unwrap().expect("answered after the reconnect");
+        assert_eq!(sim.traced("press").await, n);
+        driver.call("reset", None, WAIT).await.unwrap();
+        let now = driver.identity();
+        assert_eq!((now.process, now.reconnects, now.replacements), (1, n as u64, 0), "one process reconnected");
+    }
+    assert_eq!(driver.problem().as_deref(), Some("the app reconnected 4 times in the last minute (a flaky link)"));
+}
+
+#[tokio::test]
+async fn a_relaunch_is_a_new_process_before_any_call_is_resent() {
+    let driver =
+        std::sync::Arc::new(driver(DriverConfig { reconnect_grace: Duration::from_millis(3000), ..quick() }).await);
+    let port = driver.local_addr().port();
+    let first = Sim::start(port, None);
+    driver.wait_for_app(WAIT).await.unwrap();
+    assert_eq!(driver.identity().process, 1);
+    // A fresh app's trace is empty: the driver's `events` read gives it an
+    // event to be known by.
+    assert_eq!(first.traced("events").await, 1);
+    first.stop();
+    let mut events = driver.events();
+    assert_eq!(tokio::time::timeout(WAIT, events.recv()).await.unwrap().unwrap(), DriverEvent::Disconnected);
+    let call = tokio::spawn({
+        let driver = driver.clone();
+        async move {
+            let answer = driver.call("screen", None, WAIT).await;
+            (answer, driver.identity())
+        }
+    });
+    let _second = Sim::start(port, None);
+    let (answer, identity) = call.await.unwrap();
+    answer.expect("the held call is answered by the new process");
+    assert_eq!((identity.process, identity.reconnects, identity.replacements), (2, 0, 0), "known before the resend");
+}
+
+#[tokio::test]
+async fn two_apps_on_one_port_replace_each_other() {
+    let driver = driver(quick()).await;
+    let port = driver.local_addr().port();
+    let _one = Sim::start(port, None);
+    driver.wait_for_app(WAIT).await.unwrap();
+    let _two = Sim::start(port, None);
+    // Each is replaced by the other, and dials again: both connections open.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while driver.identity().replacements < 3 {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", driver.identity());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(driver.identity().process >= 4, "{:?}", driver.identity());
 }
 
 #[tokio::test]

@@ -469,20 +469,6 @@ impl<D: Device> Attempt<'_, D> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_from_step_values() {
-        let t = target_of("press", &json!("#send")).unwrap();
-        assert_eq!(t, Target::test_id("send"));
-        let t = target_of("press", &json!({"testId": "like", "within": "hi from Ana", "nth": 1})).unwrap();
-        assert_eq!(target_json(&t), json!({"testId": "like", "nth": 1, "within": {"text": "hi from Ana"}}));
-        assert_eq!(target_of("press", &json!(12)).unwrap_err(), StepError::Failed("app.press needs a target".into()));
-    }
-}
-
 /// `app.event`'s parameters as lynkeus hands them to its `see`:
 /// `{...value, event: name, name: undefined}`.
 fn event_params(value: &Value) -> super::see::SeeParams {
@@ -501,4 +487,18 @@ fn event_params(value: &Value) -> super::see::SeeParams {
         }
     }
     params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_from_step_values() {
+        let t = target_of("press", &json!("#send")).unwrap();
+        assert_eq!(t, Target::test_id("send"));
+        let t = target_of("press", &json!({"testId": "like", "within": "hi from Ana", "nth": 1})).unwrap();
+        assert_eq!(target_json(&t), json!({"testId": "like", "nth": 1, "within": {"text": "hi from Ana"}}));
+        assert_eq!(target_of("press", &json!(12)).unwrap_err(), StepError::Failed("app.press needs a target".into()));
+    }
 }

@@ -186,19 +186,21 @@ struct Attempt<'a, D: Device> {
 
 /// Runs attempt `attempt` of `case`, and reports it as a `RunCase` line.
 pub async fn run_attempt<D: Device>(device: &D, case: &Case, attempt: u32, run: &RunContext) -> RunCase {
-    run_attempt_with(device, case, attempt, run, async {}, |_, _| {}).await.case
+    run_attempt_with(device, case, attempt, run, async {}, || {}, |_, _| {}).await.case
 }
 
 /// As [`run_attempt`], doing `while_settling` while the reset app settles
 /// (done before the first step, at no cost to the attempt's time: the
-/// settle waits for a quiet app anyway), and telling `on_step` of each step
-/// as it finishes.
+/// settle waits for a quiet app anyway), calling `on_settled` once it has
+/// settled (the app that answers the first step is there), and telling
+/// `on_step` of each step as it finishes.
 pub async fn run_attempt_with<D: Device>(
     device: &D,
     case: &Case,
     attempt: u32,
     run: &RunContext,
     while_settling: impl Future<Output = ()>,
+    on_settled: impl FnOnce(),
     mut on_step: impl FnMut(usize, &RunStep),
 ) -> Attempted {
     let preparing = Instant::now();
@@ -232,6 +234,7 @@ pub async fn run_attempt_with<D: Device>(
     if run.collect_events && hello.as_ref().is_some_and(|h| h.has_command("events")) {
         state.events_seen = state.event_count().await;
     }
+    on_settled();
     // lynkeus' case starts on the settled app: its `startedAt` and `ms` are
     // the steps' (setup included); the settle before them is `prepareMs`.
     let prepare_ms = preparing.elapsed().as_millis() as u64;

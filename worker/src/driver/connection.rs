@@ -129,10 +129,10 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, cancel: Cancel
     }
 }
 
-async fn on_text(shared: &Shared, link: u64, text: &str) -> Result<(), WireError> {
+async fn on_text(shared: &Arc<Shared>, link: u64, text: &str) -> Result<(), WireError> {
     match AppMessage::parse(text)? {
         AppMessage::Response(Response { id, outcome }) => shared.answered(id, outcome.map_err(CallError::App)),
-        AppMessage::Hello(hello) => shared.attached(link, hello).await,
+        AppMessage::Hello(hello) => shared.attached(link, hello),
         AppMessage::Navigation(navigation) => {
             debug!(link, route = ?navigation.route, "navigation");
             let _ = shared.events.send(super::DriverEvent::Navigation(navigation.route));

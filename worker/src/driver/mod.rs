@@ -14,8 +14,9 @@
 mod connection;
 mod device;
 mod error;
+mod identity;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,9 +32,12 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{Instrument, debug, info, info_span};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 pub use error::{CallError, ListenError};
+pub use identity::{AppChange, AppIdentity};
+
+use identity::{Fingerprint, Verdict};
 
 /// lynkeus' default driver port.
 pub const DEFAULT_PORT: u16 = 8123;
@@ -120,6 +124,24 @@ struct Link {
     cancel: CancellationToken,
 }
 
+/// A connection whose app has not said hello yet.
+struct Candidate {
+    link: Link,
+    /// It has been open `auth_timeout` without answering auth.
+    silent: bool,
+}
+
+/// How long a driver asks a process that said hello for its trace before
+/// it takes the process for the one it had (and resends the calls).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Where the driver's own reads are numbered from: 2^52, far above any
+/// call's id and still exact as a JavaScript number.
+const PROBE_IDS: u64 = 1 << 52;
+/// Reconnects within this window name the app's link flaky on the device.
+const FLAKY_WINDOW: Duration = Duration::from_secs(60);
+/// Reconnects within [`FLAKY_WINDOW`] from which the link is named flaky.
+const FLAKY_RECONNECTS: usize = 3;
+
 struct Pending {
     /// The exact frame sent, resent unchanged after a reconnect.
     frame: Utf8Bytes,
@@ -133,10 +155,21 @@ struct State {
     /// Connections that have not said hello yet (their app is starting, or
     /// its token is wrong). The newest to say hello replaces `link`; until
     /// then none of them gets a call.
-    candidates: HashMap<u64, Link>,
-    /// Why no app is attached, when the driver can tell: an app connected
-    /// but never answered `auth`. Cleared by the next hello.
-    problem: Option<String>,
+    candidates: HashMap<u64, Candidate>,
+    /// The connection whose app just said hello, while the driver tells
+    /// which process it is ([`identity`]): calls wait, as in a reconnect.
+    identifying: Option<Link>,
+    /// When the last connection that never answered auth closed: an app
+    /// with a wrong token redials, and is still named for a while.
+    silent_left_at: Option<tokio::time::Instant>,
+    /// The app processes seen on the port, and the newest trace event of
+    /// the current one.
+    identity: AppIdentity,
+    fingerprint: Option<Fingerprint>,
+    /// When the current process reconnected lately.
+    reconnected_at: VecDeque<tokio::time::Instant>,
+    /// The driver's own reads of a process that said hello.
+    probes: HashMap<u64, oneshot::Sender<Result<Value, CallError>>>,
     /// The generation of the grace timer running since the link dropped.
     grace: Option<u64>,
     generation: u64,
@@ -151,6 +184,7 @@ struct Shared {
     session: String,
     auth: Utf8Bytes,
     next_id: AtomicU64,
+    next_probe: AtomicU64,
     state: Mutex<State>,
     hello: watch::Sender<Option<Arc<Hello>>>,
     events: broadcast::Sender<DriverEvent>,
@@ -194,6 +228,7 @@ impl Driver {
             session,
             auth,
             next_id: AtomicU64::new(1),
+            next_probe: AtomicU64::new(1),
             state: Mutex::new(State::default()),
             hello: watch::channel(None).0,
             events: broadcast::channel(256).0,
@@ -226,10 +261,35 @@ impl Driver {
         self.shared.hello.borrow().clone()
     }
 
-    /// Why no app is attached, when the driver can tell (an app connected
-    /// but never answered `auth`: a wrong token?).
+    /// What is wrong with the app's link, when the driver can tell,
+    /// whether or not an app is attached: an app on the port that never
+    /// answered auth (a wrong token?), an app that keeps reconnecting.
     pub fn problem(&self) -> Option<String> {
-        self.shared.lock().problem.clone()
+        let mut state = self.shared.lock();
+        let now = tokio::time::Instant::now();
+        let mut problems = Vec::new();
+        let silent_open = state.candidates.values().any(|c| c.silent);
+        let lingering = state.silent_left_at.is_some_and(|at| now - at < self.shared.config.auth_timeout * 2);
+        if silent_open || lingering {
+            problems.push(format!(
+                "an app connected on {} but never answered auth (wrong token?)",
+                self.shared.addr.port()
+            ));
+        }
+        while state.reconnected_at.front().is_some_and(|at| now - *at > FLAKY_WINDOW) {
+            state.reconnected_at.pop_front();
+        }
+        let reconnects = state.reconnected_at.len();
+        if reconnects >= FLAKY_RECONNECTS {
+            problems.push(format!("the app reconnected {reconnects} times in the last minute (a flaky link)"));
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
+
+    /// The app processes seen on the port so far: an attempt compares the
+    /// one before its first step with the one after its last.
+    pub fn identity(&self) -> AppIdentity {
+        self.shared.lock().identity
     }
 
     /// `hello`, navigation and disconnect events from now on.
@@ -245,7 +305,7 @@ impl Driver {
             Ok(Ok(hello)) => Ok(hello.clone().expect("waited for Some")),
             Ok(Err(_)) => Err(CallError::Closed),
             Err(_) => {
-                let silent_app = !self.shared.lock().candidates.is_empty();
+                let silent_app = self.shared.lock().candidates.values().any(|c| c.silent);
                 Err(CallError::AttachTimeout { addr: self.shared.addr, waited: timeout, silent_app })
             }
         }
@@ -278,11 +338,14 @@ impl Driver {
             let mut state = self.shared.lock();
             state.closed = true;
             state.grace = None;
-            if let Some(link) = state.link.take() {
+            for link in state.link.take().into_iter().chain(state.identifying.take()) {
                 link.cancel.cancel();
             }
             for (_, candidate) in state.candidates.drain() {
-                candidate.cancel.cancel();
+                candidate.link.cancel.cancel();
+            }
+            for (_, probe) in state.probes.drain() {
+                let _ = probe.send(Err(CallError::Closed));
             }
             std::mem::take(&mut state.pending)
         };
@@ -301,11 +364,11 @@ impl Drop for Driver {
     fn drop(&mut self) {
         self.cancel.cancel();
         let mut state = self.shared.lock();
-        if let Some(link) = state.link.take() {
+        for link in state.link.take().into_iter().chain(state.identifying.take()) {
             link.cancel.cancel();
         }
         for (_, candidate) in state.candidates.drain() {
-            candidate.cancel.cancel();
+            candidate.link.cancel.cancel();
         }
     }
 }
@@ -339,7 +402,7 @@ impl Shared {
             // that may yet say hello, the request waits for the next hello.
             let sink = match &state.link {
                 Some(link) => Some(link.sink.clone()),
-                None if state.grace.is_some() || !state.candidates.is_empty() => None,
+                None if state.grace.is_some() || state.identifying.is_some() || !state.candidates.is_empty() => None,
                 None => return Err(CallError::NoApp { addr: self.addr }),
             };
             state.pending.insert(id, Pending { frame: frame.clone(), reply });
@@ -368,15 +431,16 @@ impl Shared {
         }
         state.next_link += 1;
         let id = state.next_link;
-        state.candidates.insert(id, Link { id, sink, cancel });
+        state.candidates.insert(id, Candidate { link: Link { id, sink, cancel }, silent: false });
         Some(id)
     }
 
     /// The app on `link` said hello: it replaces the connection attached
-    /// before (the newest wins), and every call in flight is sent to it,
-    /// unchanged and in id order.
-    async fn attached(&self, link: u64, hello: Hello) {
-        let (sink, resend) = {
+    /// before (the newest wins). Calls wait while the driver tells which
+    /// process it is ([`Shared::identify`]); then each call in flight is
+    /// sent to it, unchanged and in id order.
+    fn attached(self: &Arc<Self>, link: u64, hello: Hello) {
+        let (sink, replaced_open) = {
             let mut state = self.lock();
             let Some(current) = state.candidates.remove(&link) else {
                 debug!(link, "hello from a connection that was replaced; ignored");
@@ -386,28 +450,94 @@ impl Shared {
             let older: Vec<u64> = state.candidates.keys().copied().filter(|id| *id < link).collect();
             for id in older {
                 if let Some(stale) = state.candidates.remove(&id) {
-                    stale.cancel.cancel();
+                    stale.link.cancel.cancel();
+                    if stale.silent {
+                        state.silent_left_at = Some(tokio::time::Instant::now());
+                    }
                 }
             }
-            if let Some(old) = state.link.take() {
+            let mut replaced_open = false;
+            for old in state.link.take().into_iter().chain(state.identifying.take()) {
                 info!(link, replaced = old.id, "a newer connection replaces the older one");
                 old.cancel.cancel();
+                replaced_open = true;
             }
-            let sink = current.sink.clone();
-            state.link = Some(current);
-            state.problem = None;
+            let sink = current.link.sink.clone();
+            state.identifying = Some(current.link);
+            state.grace = None;
+            (sink, replaced_open)
+        };
+        if replaced_open {
+            self.hello.send_replace(None);
+        }
+        let shared = self.clone();
+        self.tracker
+            .spawn(async move { shared.identify(link, sink, Arc::new(hello), replaced_open).await }.in_current_span());
+    }
+
+    /// Reads the trace of the process that said hello on `link`, compares
+    /// it with the fingerprint of the process before it, then lets the calls
+    /// go to it. A task of its own: the connection's reader must go on
+    /// reading to get the answers.
+    async fn identify(self: Arc<Self>, link: u64, sink: Sink, hello: Arc<Hello>, replaced_open: bool) {
+        let (mark, first) = {
+            let state = self.lock();
+            (state.fingerprint, state.identity.process == 0)
+        };
+        let (verdict, newest) = match self.probe(&sink, "trace", identity::probe_params(mark)).await {
+            Ok(answer) => {
+                let verdict = if first { Verdict::New } else { identity::judge(mark, &answer) };
+                let mut newest = identity::newest(&answer);
+                if newest.is_none() && hello.has_command("events") {
+                    // An empty trace: the agent traces an `events` read,
+                    // which gives this process an event to be known by.
+                    let _ = self.probe(&sink, "events", Value::Null).await;
+                    if let Ok(answer) = self.probe(&sink, "trace", serde_json::json!({})).await {
+                        newest = identity::newest(&answer);
+                    }
+                }
+                (verdict, newest)
+            }
+            Err(CallError::Closed | CallError::Disconnected) => return,
+            Err(error) => {
+                warn!(link, %error, "the app that said hello did not answer the driver's trace read; taken for the same process");
+                (if first { Verdict::New } else { Verdict::Unknown }, mark)
+            }
+        };
+        let resend = {
+            let mut state = self.lock();
+            if state.identifying.as_ref().is_none_or(|l| l.id != link) {
+                // Replaced or gone while it was read: the newer one counts.
+                return;
+            }
+            state.link = state.identifying.take();
+            match verdict {
+                Verdict::New => {
+                    state.identity.process += 1;
+                    if replaced_open && !first {
+                        state.identity.replacements += 1;
+                    }
+                    state.reconnected_at.clear();
+                    state.fingerprint = newest;
+                }
+                Verdict::Same | Verdict::Unknown => {
+                    state.identity.reconnects += 1;
+                    state.reconnected_at.push_back(tokio::time::Instant::now());
+                    state.fingerprint = newest.or(state.fingerprint);
+                }
+            }
             state.generation += 1;
             state.grace = None;
             let mut resend: Vec<(u64, Utf8Bytes)> =
                 state.pending.iter().map(|(id, p)| (*id, p.frame.clone())).collect();
             resend.sort_unstable_by_key(|(id, _)| *id);
-            (sink, resend)
+            resend
         };
-        let hello = Arc::new(hello);
         info!(
             platform = %hello.platform,
             native = hello.native,
             app = hello.app_name().unwrap_or("-"),
+            process = ?verdict,
             resent = resend.len(),
             "app attached"
         );
@@ -424,29 +554,65 @@ impl Shared {
         }
     }
 
+    /// The driver's own call to a process that said hello and gets no
+    /// other call yet: written straight to its connection, never resent.
+    async fn probe(&self, sink: &Sink, method: &str, params: Value) -> Result<Value, CallError> {
+        // Numbered apart from the calls (unique in the session all the
+        // same): the calls keep lynkeus' own numbering, 1, 2, 3….
+        let id = PROBE_IDS + self.next_probe.fetch_add(1, Ordering::Relaxed);
+        let params = (!params.is_null()).then_some(params);
+        let request = Request { id, method: method.to_owned(), params };
+        let frame: Utf8Bytes = serde_json::to_string(&request).expect("a request always serialises").into();
+        let (reply, answer) = oneshot::channel();
+        self.lock().probes.insert(id, reply);
+        let sent = sink.lock().await.send(Message::Text(frame)).await;
+        let outcome = match sent {
+            Ok(()) => match tokio::time::timeout(PROBE_TIMEOUT, answer).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => Err(CallError::Closed),
+                Err(_) => Err(CallError::Timeout { method: method.to_owned(), after: PROBE_TIMEOUT }),
+            },
+            Err(_) => Err(CallError::Disconnected),
+        };
+        self.lock().probes.remove(&id);
+        outcome
+    }
+
     /// `link` connected `auth_timeout` ago and has not said hello: if it is
     /// still waiting, that is what the device's app problem is now.
     fn silent(&self, link: u64) {
         let mut state = self.lock();
-        if !state.candidates.contains_key(&link) {
+        let Some(candidate) = state.candidates.get_mut(&link) else {
             return;
-        }
-        let problem = format!("an app connected on {} but never answered auth (wrong token?)", self.addr.port());
-        if state.problem.as_ref() != Some(&problem) {
-            tracing::warn!(link, "{problem}");
-        }
-        state.problem = Some(problem);
+        };
+        candidate.silent = true;
+        let attached = state.link.is_some();
         drop(state);
+        warn!(
+            link,
+            attached,
+            "an app connected on {} but never answered auth (wrong token?); it gets no calls",
+            self.addr.port()
+        );
         let _ = self.events.send(DriverEvent::Problem);
     }
 
     fn answered(&self, id: u64, outcome: Result<Value, CallError>) {
-        let pending = self.lock().pending.remove(&id);
-        match pending {
-            Some(pending) => {
+        let (pending, probe) = {
+            let mut state = self.lock();
+            match state.pending.remove(&id) {
+                Some(pending) => (Some(pending), None),
+                None => (None, state.probes.remove(&id)),
+            }
+        };
+        match (pending, probe) {
+            (Some(pending), _) => {
                 let _ = pending.reply.send(outcome);
             }
-            None => debug!(id, "answer for an unknown id dropped"),
+            (None, Some(probe)) => {
+                let _ = probe.send(outcome);
+            }
+            (None, None) => debug!(id, "answer for an unknown id dropped"),
         }
     }
 
@@ -454,14 +620,20 @@ impl Shared {
     /// flight wait `reconnect_grace` for the app to come back.
     fn detached(self: &Arc<Self>, link: u64) {
         let mut state = self.lock();
-        if state.candidates.remove(&link).is_some() {
+        if let Some(candidate) = state.candidates.remove(&link) {
             // It never said hello: the attached app, if any, goes on.
+            if candidate.silent {
+                state.silent_left_at = Some(tokio::time::Instant::now());
+            }
             return;
         }
-        if state.link.as_ref().is_none_or(|l| l.id != link) {
+        if state.identifying.as_ref().is_some_and(|l| l.id == link) {
+            state.identifying = None;
+        } else if state.link.as_ref().is_some_and(|l| l.id == link) {
+            state.link = None;
+        } else {
             return;
         }
-        state.link = None;
         if state.closed {
             return;
         }

@@ -39,12 +39,22 @@ impl BareApp {
         Self { ws }
     }
 
-    /// Connects, reads the driver's auth and answers hello.
+    /// Connects, reads the driver's auth, answers hello and the driver's
+    /// read of its (empty) trace.
     pub async fn attach(addr: SocketAddr) -> (Self, Value) {
         let mut app = Self::connect(addr).await;
         let auth = app.recv().await;
         app.hello().await;
+        app.answer_probe().await;
         (app, auth)
+    }
+
+    /// Answers the driver's read of the app's trace after a hello, as an
+    /// app that has traced nothing yet.
+    pub async fn answer_probe(&mut self) {
+        let probe = self.recv().await;
+        assert_eq!(probe["method"], "trace", "the driver reads the trace of an app that said hello: {probe}");
+        self.send(json!({"id": probe["id"], "result": {"last": 0, "events": []}})).await;
     }
 
     pub async fn hello(&mut self) {
