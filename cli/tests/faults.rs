@@ -664,12 +664,26 @@ fn an_app_relaunched_again_and_again_within_the_grace_costs_reruns_not_failures(
     grid.wait_for_finished(&run_id, 3);
     let port = grid.workers[0].1[0];
     let at = Instant::now();
-    // Killed and launched again at once, three times: each time the driver
-    // resends the call in flight to a fresh app.
+    // Killed and launched again at once in the middle of an attempt's
+    // steps (its first step done, as the device's live view says), three
+    // attempts in a row: each time the driver resends the call in flight to
+    // a fresh app, which it knows for another process before it does.
+    let mut hit = BTreeSet::new();
     for _ in 0..3 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(attempt) = live_step(&grid, "w0", port)
+                && !hit.contains(&attempt.0)
+                && attempt.1 == Some(0)
+            {
+                hit.insert(attempt.0);
+                break;
+            }
+            assert!(Instant::now() < deadline, "no attempt of the run reached its second step");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         grid.sims.remove(&port);
         grid.sims.insert(port, Killed(sim(port)));
-        std::thread::sleep(Duration::from_millis(700));
     }
     let (code, printed) = finish(client);
     assert_eq!(
@@ -683,8 +697,132 @@ fn an_app_relaunched_again_and_again_within_the_grace_costs_reruns_not_failures(
         .iter()
         .filter(|r| r.infrastructure == 1 && r.error.as_deref().is_some_and(|e| e.contains("relaunched")))
         .count();
-    assert!(relaunches >= 1, "a relaunch mid-attempt was recognised: {log:?}");
+    assert_eq!(relaunches, 3, "each relaunch mid-attempt was recognised: {log:?}");
     taken_back(&log, &device, "app relaunched within the grace (three times)", at);
+}
+
+/// One case of about six seconds (twelve settles of half a second).
+fn long_case() -> String {
+    let settles = "  - app.idle: { quiet: 500 }\n".repeat(12);
+    format!("---\nid: long\n---\nsteps:\n  - app.see: \"#title\"\n{settles}  - app.see: \"#title\"\n")
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn a_flaky_link_keeps_its_attempt_named_and_a_wrong_token_app_is_named_beside_the_right_one() {
+    let mut grid = Grid::start("flaky-link", 1, 1, database(None));
+    std::fs::create_dir_all(grid.dir.join("long")).unwrap();
+    std::fs::write(grid.dir.join("long/long.md"), long_case()).unwrap();
+    let port = grid.workers[0].1[0];
+    let device = format!("w0/{port}");
+    // The app dials through a link that drops: each drop closes its
+    // connection before it dials again, as a flaky Wi-Fi or adb forward does.
+    let links = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let proxy = links.block_on(argus_testkit::Proxy::start(format!("127.0.0.1:{port}").parse().unwrap()));
+    grid.sims.remove(&port);
+    grid.sims.insert(proxy.addr.port(), Killed(sim(proxy.addr.port())));
+    wait_for_idle(&grid.url, 1, Duration::from_secs(20));
+    let client = grid.run(&["long", "--once"]);
+    let run_id = grid.run_id();
+    // Drops while the attempt runs, until it is over.
+    let mut cuts = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while grid.log(&run_id).is_empty() {
+        assert!(Instant::now() < deadline, "the attempt never finished");
+        proxy.cut();
+        cuts += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "the run is green: the calls were resent to the same app ({cuts} drops): {printed}");
+    let log = grid.log(&run_id);
+    assert_eq!(log.len(), 1, "one attempt, kept: {log:?}");
+    let attempt = &log[0];
+    assert_eq!(attempt.infrastructure, 0, "{attempt:?}");
+    let note = attempt.error.as_deref().unwrap_or_default();
+    let reconnects: u64 = note
+        .strip_prefix("the app reconnected ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the reconnects are named on the attempt: {note:?}"));
+    assert!(reconnects >= 10, "{cuts} drops, {reconnects} reconnects named: {note}");
+    // Named on the device too, which stays in service.
+    let line = device_line(&grid, &device);
+    assert!(line.contains(" idle ") && line.contains("(a flaky link)"), "{line}");
+    assert!(!line.contains("quarantined"), "{line}");
+    println!("flaky link: {cuts} drops, the attempt kept with {reconnects} reconnects named");
+
+    // A second app with a wrong token dials a worker whose right app is
+    // attached: named on the device and in the API while the right one runs.
+    let right = free_port();
+    let _worker = Killed(spawn(
+        &["worker", "--coordinator", &grid.url, "--name", "w1", "--ports", &right.to_string(), "--app-token", "right"],
+        &grid.dir,
+    ));
+    let with_token = |token: &str| {
+        let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
+        let args = ["sim", "--model", model.to_str().unwrap(), "--port", &right.to_string(), "--token", token];
+        Killed(spawn(&args, &grid.dir))
+    };
+    let _app = with_token("right");
+    let _intruder = with_token("wrong");
+    let named = format!("an app connected on {right} but never answered auth (wrong token?)");
+    let wrong = format!("w1/{right}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let line =
+            text(&grid.argus(&["devices"])).lines().find(|l| l.starts_with(&wrong)).unwrap_or_default().to_owned();
+        if line.contains(" idle ") && line.contains(&named) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never named beside the right app: {line}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let fleet = http_get(&grid.http, "/api/v1/fleet");
+    assert!(fleet.contains(&format!("\"app_problem\":\"{named}\"")), "{fleet}");
+    // The right app runs cases meanwhile, and gets every call.
+    let first_run = run_id;
+    let client = grid.run(&["--once"]);
+    let (code, printed) = finish(client);
+    assert_eq!(code, Some(0), "{printed}");
+    let run_id = grid.run_id();
+    assert_ne!(run_id, first_run);
+    let log = grid.log(&run_id);
+    assert!(log.iter().any(|r| r.device_id.as_deref() == Some(wrong.as_str())), "{log:?}");
+    assert!(log.iter().all(|r| r.infrastructure == 0), "{log:?}");
+}
+
+/// What a device's live view shows it running: the attempt (case and
+/// number) and the index of its last finished step. Reading it is what
+/// makes the worker send it.
+fn live_step(grid: &Grid, worker: &str, port: u16) -> Option<((String, u64), Option<u64>)> {
+    let response = http_get(&grid.http, &format!("/api/v1/fleet/{worker}/{port}/screen"));
+    let body = response.split_once("\r\n\r\n")?.1;
+    let view: serde_json::Value = serde_json::from_str(body).ok()?;
+    let case = view["case_id"].as_str()?.to_owned();
+    Some(((case, view["attempt"].as_u64()?), view["step_index"].as_u64()))
+}
+
+#[test]
+#[cfg_attr(not(argus_postgres), ignore = "needs ARGUS_TEST_POSTGRES_URL (.ci/run starts a server)")]
+fn two_apps_on_one_port_are_named_and_the_run_goes_on_elsewhere() {
+    let mut grid = Grid::start("two-apps", 1, 2, database(None));
+    let port = grid.workers[0].1[0];
+    let client = grid.run(&["--once"]);
+    let run_id = grid.run_id();
+    // A second app dials the same port, both connections open: each hello
+    // replaces the other's connection, again and again.
+    let second = Killed(sim(port));
+    let (code, printed) = finish(client);
+    drop(second);
+    assert_eq!(code, Some(0), "the run is green on the other device: {printed}");
+    let log = assert_whole(&grid, &run_id);
+    let named = format!("two apps seem to dial port {port}: their connections replaced each other");
+    assert!(
+        log.iter().any(|r| r.infrastructure == 1 && r.error.as_deref().is_some_and(|e| e.contains(&named))),
+        "{log:?}"
+    );
+    grid.sims.remove(&port);
 }
 
 #[test]

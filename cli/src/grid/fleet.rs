@@ -156,13 +156,13 @@ pub async fn devices(args: DevicesArgs, matches: &clap::ArgMatches) -> ExitCode 
         // The coordinator's one state of the device, as the fleet page says it.
         let state = &device.state;
         let app = if device.app_name.is_empty() { "-" } else { &device.app_name };
-        let note = if !device.state_reason.is_empty() {
-            device.state_reason.clone()
-        } else if !info.app_problem.is_empty() {
-            info.app_problem.clone()
-        } else {
-            device.running_case.clone()
-        };
+        let mut note =
+            if !device.state_reason.is_empty() { device.state_reason.clone() } else { device.running_case.clone() };
+        // What the worker sees wrong with the app's link is said whatever the
+        // state: a wrong-token app beside the attached one, a flaky link.
+        if !info.app_problem.is_empty() && !note.contains(&info.app_problem) {
+            note = if note.is_empty() { info.app_problem.clone() } else { format!("{note} · {}", info.app_problem) };
+        }
         outln!("{:<24} {:<9} {:<18} {:<12} {}", device.id, info.platform, state, app, note);
     }
     if list.devices.is_empty() {
