@@ -265,6 +265,7 @@ pub(crate) async fn run(
     }
     debug!(
         target: "argus_worker::between",
+        slot = %slot.config.name,
         hook_ms = between.hook,
         attach_ms = between.attach,
         reset_ms = between.reset,
