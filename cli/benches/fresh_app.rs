@@ -83,7 +83,7 @@ fn relaunch_hook(dir: &Path) -> String {
     let script = dir.join("relaunch.sh");
     let body = format!(
         "#!/bin/sh\npid=\"{dir}/app-$1.pid\"\nif [ -f \"$pid\" ]; then\n  old=$(cat \"$pid\")\n  kill \"$old\" 2>/dev/null\n  \
-         while kill -0 \"$old\" 2>/dev/null; do sleep 0.005; done\nfi\n\
+         while grep -qs '^State:[[:space:]]*[^Z[:space:]]' /proc/$old/status; do sleep 0.002; done\nfi\n\
          '{argus}' sim --model '{model}' --port \"$1\" >/dev/null 2>&1 &\necho $! > \"$pid\"\n",
         dir = dir.display(),
         argus = ARGUS,
@@ -131,11 +131,16 @@ async fn lynkeus_way(file: &CaseFile, devices: usize, hook: &str) -> Vec<Attempt
         jobs.push(tokio::spawn(async move {
             let port = support::free_port();
             let driver = Driver::listen(DriverConfig { port, ..DriverConfig::default() }).await.unwrap();
-            let slot = SlotConfig { hooks: Hooks { before: Some(hook), ..Hooks::default() }, ..SlotConfig::for_port(port, "ios") };
+            let slot = SlotConfig {
+                hooks: Hooks { before: Some(hook), ..Hooks::default() },
+                ..SlotConfig::for_port(port, "ios")
+            };
             let mut done = Vec::new();
             loop {
                 let Some(case) = queue.lock().unwrap().pop() else { break };
-                run_hook("before", slot.hooks.before.as_deref().unwrap(), &slot.placeholders(&case.id, 1)).await.unwrap();
+                run_hook("before", slot.hooks.before.as_deref().unwrap(), &slot.placeholders(&case.id, 1))
+                    .await
+                    .unwrap();
                 driver.wait_for_app(Duration::from_secs(15)).await.unwrap();
                 let line = run_attempt(&driver, &case, 1, &context).await;
                 done.push(Attempt { device: port.to_string(), line });
@@ -253,14 +258,28 @@ fn quantile(values: &[f64], q: f64) -> f64 {
     sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0)
 }
 
-fn print_report(cases: usize, devices: usize, database: &str, lynkeus: &[Attempt], grid: &[Attempt], between: &[Phases]) {
-    println!("{cases} cases on {devices} devices, a fresh simulated app for every attempt (a before hook); the grid on {database}");
+fn print_report(
+    cases: usize,
+    devices: usize,
+    database: &str,
+    lynkeus: &[Attempt],
+    grid: &[Attempt],
+    between: &[Phases],
+) {
+    println!(
+        "{cases} cases on {devices} devices, a fresh simulated app for every attempt (a before hook); the grid on {database}"
+    );
     let (ours, theirs) = (gaps(grid), gaps(lynkeus));
     println!("{:<52} {:>9} {:>9} {:>9}", "a device's time between two attempts", "mean ms", "p50 ms", "p99 ms");
     for (name, g) in [("lynkeus' way (hook, attach, settle; no grid)", &theirs), ("the grid", &ours)] {
         println!("{name:<52} {:>9.1} {:>9.1} {:>9.1}", mean(g), quantile(g, 0.5), quantile(g, 0.99));
     }
-    println!("{:<52} {:>8.2}x {:>8.2}x", "ratio (grid / lynkeus' way)", mean(&ours) / mean(&theirs).max(1.0), quantile(&ours, 0.5) / quantile(&theirs, 0.5).max(1.0));
+    println!(
+        "{:<52} {:>8.2}x {:>8.2}x",
+        "ratio (grid / lynkeus' way)",
+        mean(&ours) / mean(&theirs).max(1.0),
+        quantile(&ours, 0.5) / quantile(&theirs, 0.5).max(1.0)
+    );
     // Where the grid's went, per device: each phase's sum and mean.
     let mut per_device: BTreeMap<String, Vec<&Phases>> = BTreeMap::new();
     for p in between {
@@ -268,10 +287,10 @@ fn print_report(cases: usize, devices: usize, database: &str, lynkeus: &[Attempt
     }
     let names = ["hook", "attach", "reset", "settle", "health_start", "health_end", "after"];
     println!("\nthe grid, summed per device over the run (ms; health_start runs during the settle):");
-    println!("{:<10} {:>8} {}", "device", "attempts", names.map(|n| format!("{n:>12}")).join(""));
+    println!("{:<10} {:>8} {}", "device", "attempts", names.map(|n| format!("{n:>13}")).join(""));
     for (slot, phases) in &per_device {
         let sums = names.map(|n| phases.iter().map(|p| p.get(n)).sum::<u64>());
-        println!("{slot:<10} {:>8} {}", phases.len(), sums.map(|s| format!("{s:>12}")).join(""));
+        println!("{slot:<10} {:>8} {}", phases.len(), sums.map(|s| format!("{s:>13}")).join(""));
     }
     let all: Vec<&Phases> = between.iter().collect();
     let mean_of = |name: &str| mean(&all.iter().map(|p| p.get(name) as f64).collect::<Vec<_>>());
@@ -285,6 +304,11 @@ fn print_report(cases: usize, devices: usize, database: &str, lynkeus: &[Attempt
         mean_of("settle"),
         mean_of("health_end"),
         mean_of("after")
+    );
+    let phases_sum: f64 = ["hook", "attach", "reset", "settle", "health_end", "after"].iter().map(|n| mean_of(n)).sum();
+    println!(
+        "left: {:.1} ms a gap (the result's way to the store, the next lease's back, the case read before the hook)",
+        mean(&ours) - phases_sum
     );
     // What lynkeus itself spends there: the hook, the attach, its settle.
     let floor = mean_of("hook") + mean_of("attach") + LYNKEUS_SETTLE_MS;
