@@ -68,7 +68,7 @@ impl Device for Fake {
             // A host that takes a while to say it has no such method.
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
-        let fail = |message: &str| Err(CallFailure { message: message.to_owned(), code: None });
+        let fail = |message: &str| Err(CallFailure { message: message.to_owned(), code: None, lost: false });
         match method {
             "screen" => Ok(
                 json!({"route": "Profile.Main", "path": ["Profile.Main"], "elements": Fake::elements(), "busy": false, "commit": 1}),

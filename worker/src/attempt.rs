@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use argus_cases::runner::{Camera, PREPARE_MS, Pictures, RunContext, run_attempt_with};
 use argus_cases::{Case, CaseFile, CasesConfig};
 use argus_proto::grpc;
-use argus_proto::run::{RunCase, StepStatus};
+use argus_proto::run::RunCase;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -38,13 +38,6 @@ pub(crate) fn attempt_outcome(result: &grpc::AttemptResult) -> String {
         .map(|line| format!("{:?}", line.result).to_lowercase())
         .unwrap_or_else(|_| "unknown".into())
 }
-
-/// What a step's error says when the device, not the case, failed: the
-/// words of the driver's call errors that are infrastructure
-/// ([`crate::driver::CallError::is_infrastructure`]), as
-/// the runner writes them into the step (the line carries text only).
-const INFRASTRUCTURE: [&str; 4] =
-    ["No app attached", "App disconnected mid-call", "Agent server closed", "Not authenticated"];
 
 /// Case files read once per run: every lease of a file carries its text,
 /// and a matrix of hundreds of cases must not be read again for each one
@@ -220,7 +213,7 @@ pub(crate) async fn run(
     // Judged on the steps alone: what happens to the app after the last
     // one does not touch them.
     let verdict = mark.map_or(Verdict::Stands(None), |mark| mark.verdict(driver));
-    let (mut attempt, mut observed) = (attempted.case, attempted.observed);
+    let (mut attempt, mut observed, lost) = (attempted.case, attempted.observed, attempted.lost);
     let ended = Instant::now();
     let health = health.end(driver).await;
     between.health_end = ms_since(ended);
@@ -251,11 +244,6 @@ pub(crate) async fn run(
     };
     let after = Instant::now();
     after_hooks(slot, &attempt, &placeholders).await;
-    let lost = attempt.steps.iter().find_map(|s| {
-        let error = s.error.as_deref()?;
-        (s.status == StepStatus::Failed && INFRASTRUCTURE.iter().any(|m| error.contains(m)))
-            .then(|| format!("{}: {error}", s.step))
-    });
     if crate::camera::ship(out, lease, files.root(), &mut attempt).await.is_err() {
         warn!("the link closed while the attempt's files were sent");
     }

@@ -44,6 +44,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(20_000);
 pub struct CallFailure {
     pub message: String,
     pub code: Option<String>,
+    /// The device failed, not the case: no app attached, one that went
+    /// away, a driver that closed. The step that made the call is recorded
+    /// as failed, and the attempt proves nothing ([`Attempted::lost`]).
+    pub lost: bool,
 }
 
 impl CallFailure {
@@ -87,12 +91,17 @@ pub struct RunContext {
 pub struct Attempted {
     pub case: RunCase,
     pub observed: Option<argus_proto::grpc::AttemptObserved>,
+    /// The first step that lost the device (`label: error`): the attempt
+    /// says nothing about the case, and runs again.
+    pub lost: Option<String>,
 }
 
 /// Why a step did not pass.
 #[derive(Debug, Clone, PartialEq)]
 enum StepError {
     Failed(String),
+    /// A call lost the device ([`CallFailure::lost`]).
+    Lost(String),
     /// The host has no such method.
     Unsupported(String),
 }
@@ -101,6 +110,7 @@ impl From<CallFailure> for StepError {
     fn from(failure: CallFailure) -> Self {
         match failure.unknown_method() {
             Some(name) => StepError::Unsupported(name.to_owned()),
+            None if failure.lost => StepError::Lost(failure.message),
             None => StepError::Failed(failure.message),
         }
     }
@@ -246,6 +256,7 @@ pub async fn run_attempt_with<D: Device>(
     let mut observations = Vec::new();
     let mut stopped = false;
     let mut result = CaseResult::Passed;
+    let mut lost: Option<String> = None;
     for (step, section) in steps {
         let label = label(step);
         if stopped {
@@ -278,6 +289,13 @@ pub async fn run_attempt_with<D: Device>(
             Err(StepError::Failed(message)) => {
                 result = CaseResult::Failed;
                 stopped = !run.keep_going || section == Section::Setup;
+                (StepStatus::Failed, Some(message))
+            }
+            Err(StepError::Lost(message)) => {
+                // Recorded as lynkeus records it; the rest proves nothing.
+                result = CaseResult::Failed;
+                stopped = true;
+                lost.get_or_insert_with(|| format!("{label}: {message}"));
                 (StepStatus::Failed, Some(message))
             }
             Err(StepError::Unsupported(name)) => {
@@ -325,7 +343,7 @@ pub async fn run_attempt_with<D: Device>(
         video: None,
         extra: Map::from_iter([(PREPARE_MS.to_owned(), Value::from(prepare_ms))]),
     };
-    Attempted { case, observed }
+    Attempted { case, observed, lost }
 }
 
 /// The field of a `cases.jsonl` line (an addition lynkeus allows) that
@@ -502,8 +520,11 @@ mod tests {
 
     #[test]
     fn unknown_method_names_the_method() {
-        let failure = CallFailure { message: "Unknown method stores".into(), code: None };
+        let failure = CallFailure { message: "Unknown method stores".into(), code: None, lost: false };
         assert_eq!(failure.unknown_method(), Some("stores"));
-        assert_eq!(CallFailure { message: "No element matches".into(), code: None }.unknown_method(), None);
+        assert_eq!(
+            CallFailure { message: "No element matches".into(), code: None, lost: false }.unknown_method(),
+            None
+        );
     }
 }

@@ -156,7 +156,8 @@ pub async fn worker(args: WorkerArgs, matches: &clap::ArgMatches) -> ExitCode {
             ),
             Ok(found) => {
                 let slots = argus_worker::discover::propose(&found, args.first_port, &apps);
-                print!("{}", argus_worker::discover::to_toml(settings.coordinator.as_deref(), &slots));
+                let file = argus_worker::discover::to_toml(settings.coordinator.as_deref(), &slots);
+                outln!("{}", file.trim_end_matches('\n'));
                 ExitCode::SUCCESS
             }
             Err(error) => failed("worker", error),

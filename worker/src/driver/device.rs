@@ -11,7 +11,11 @@ use super::{CallError, Driver};
 
 impl From<CallError> for CallFailure {
     fn from(error: CallError) -> Self {
-        CallFailure { code: error.code().map(str::to_owned), message: error.to_string() }
+        CallFailure {
+            code: error.code().map(str::to_owned),
+            message: error.to_string(),
+            lost: error.is_infrastructure(),
+        }
     }
 }
 
