@@ -7,6 +7,7 @@ pub mod error;
 pub mod format;
 pub mod js;
 pub mod junit_read;
+pub mod owners;
 pub mod report;
 pub mod runner;
 pub mod suite;

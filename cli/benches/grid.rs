@@ -368,8 +368,8 @@ async fn slow_receiver(
 
 /// Webhooks that want every event, in each format, at `receiver`, and one
 /// at an address where nothing listens (tried again and again).
-fn webhooks_at(receiver: &str) -> Vec<argus_grid::notify::Webhook> {
-    use argus_grid::notify::{Format, Webhook};
+fn webhooks_at(receiver: &str) -> Vec<argus_history::notify::Webhook> {
+    use argus_history::notify::{Format, Webhook};
     let hook = |name: &str, url: String, format: Format| Webhook {
         name: name.into(),
         url,

@@ -363,13 +363,13 @@ fn rerun_request(args: &RunArgs, of: &str) -> Result<(grpc::SubmitRequest, Optio
 /// The project's TESTOWNERS (here, where the project runs from), checked
 /// as the coordinator will; empty when there is none.
 fn testowners(project: &std::path::Path) -> Result<String, ExitCode> {
-    let path = project.join(argus_grid::owners::FILE);
+    let path = project.join(argus_cases::owners::FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
         Err(error) => return Err(usage(format!("{}: {error}", path.display()))),
     };
-    if let Err(problems) = argus_grid::owners::Owners::parse(&text) {
+    if let Err(problems) = argus_cases::owners::Owners::parse(&text) {
         for problem in &problems {
             eprintln!("{problem}");
         }

@@ -473,8 +473,8 @@ async fn follow_up_all(store: &Store) {
     let started = Instant::now();
     let mut followed = 0;
     loop {
-        let policy = argus_grid::follow_up::FollowUp::default();
-        match argus_grid::follow_up::follow_up(store, &policy, 1_000).await.unwrap() {
+        let policy = argus_history::follow_up::FollowUp::default();
+        match argus_history::follow_up::follow_up(store, &policy, 1_000).await.unwrap() {
             0 => break,
             n => followed += n,
         }

@@ -71,7 +71,7 @@ pub struct WebhookSettings {
     pub events: Vec<String>,
     /// `json`, `slack` or `github-status` [default: json].
     #[serde(default)]
-    pub format: argus_grid::notify::Format,
+    pub format: argus_history::notify::Format,
     /// The HMAC-SHA256 secret the body is signed with (`X-Argus-Signature-256`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_file: Option<PathBuf>,
@@ -95,8 +95,8 @@ impl WebhookSettings {
         &self,
         index: usize,
         read: &dyn Fn(&str, &std::path::Path) -> Result<String, String>,
-    ) -> Result<argus_grid::notify::Webhook, String> {
-        use argus_grid::notify::{EventKind, Format, GITHUB_API};
+    ) -> Result<argus_history::notify::Webhook, String> {
+        use argus_history::notify::{EventKind, Format, GITHUB_API};
         let name = self.name.clone().unwrap_or_else(|| format!("webhook {}", index + 1));
         let here = |problem: String| format!("[[coordinator.webhooks]] {name:?}: {problem}");
         let url = match (&self.url, &self.url_file) {
@@ -135,7 +135,7 @@ impl WebhookSettings {
                 return Err(here("token_file: github-status needs a token that may write commit statuses".into()));
             }
         }
-        Ok(argus_grid::notify::Webhook {
+        Ok(argus_history::notify::Webhook {
             name,
             url,
             events,
@@ -154,7 +154,7 @@ impl WebhookSettings {
 pub fn webhooks(
     settings: &[WebhookSettings],
     read: &dyn Fn(&str, &std::path::Path) -> Result<String, String>,
-) -> Result<Vec<argus_grid::notify::Webhook>, String> {
+) -> Result<Vec<argus_history::notify::Webhook>, String> {
     let hooks = settings.iter().enumerate().map(|(i, s)| s.webhook(i, read)).collect::<Result<Vec<_>, _>>()?;
     for (i, hook) in hooks.iter().enumerate() {
         if hooks[..i].iter().any(|h| h.name == hook.name) {
@@ -185,7 +185,7 @@ impl Default for CoordinatorSettings {
             keep_days: None,
             step_records_days: argus_store::prune::STEP_RECORDS_DAYS,
             default_branch: "main".into(),
-            unmute_after: argus_grid::mutes::UNMUTE_AFTER,
+            unmute_after: argus_history::mutes::UNMUTE_AFTER,
             auto_mute_after: 0,
             auto_mute_days: 7,
             standby: false,

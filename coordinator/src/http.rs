@@ -28,8 +28,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use argus_dashboard::Dashboard;
-use argus_grid::core::Handle;
 use argus_grid::metrics::Metrics;
+use argus_grid::owner::Handle;
 use argus_webdriver::Facade;
 
 use crate::push::PushState;

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 
-use argus_grid::core::{self, Handle};
 use argus_grid::metrics::Metrics;
+use argus_grid::owner::{self, Handle};
 use argus_grid::relay::ProjectRelay;
 use argus_store::Store;
 
@@ -214,7 +214,14 @@ impl grpc::runs_server::Runs for Services {
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
-        let response = self.handle.submit(&self.store, request.into_inner(), traceparent).await?;
+        let response = self
+            .handle
+            .submit(
+                &self.store,
+                argus_history::rerun::submission(&self.store, request.into_inner()).await?,
+                traceparent,
+            )
+            .await?;
         Ok(Response::new(response))
     }
 
@@ -226,7 +233,7 @@ impl grpc::runs_server::Runs for Services {
             // Not going: a run that finished (perhaps before a restart) is
             // replayed from the store, so a client that lost its stream at
             // the very end still gets the end.
-            Err(core::CoreError::NoRun(_)) => Ok(Response::new(self.replay_finished(&asked, after_seq).await?)),
+            Err(owner::CoreError::NoRun(_)) => Ok(Response::new(self.replay_finished(&asked, after_seq).await?)),
             Err(error) => Err(error.into()),
         }
     }
@@ -240,14 +247,14 @@ impl grpc::runs_server::Runs for Services {
     async fn explain(&self, request: Request<grpc::ExplainRequest>) -> Result<Response<grpc::ExplainResponse>, Status> {
         let run_id = request.into_inner().run_id;
         self.store.get_run(&run_id).await?;
-        let (explained, groups) = argus_grid::explain::explain_run(&self.store, &run_id).await?;
+        let (explained, groups) = argus_history::explain::explain_run(&self.store, &run_id).await?;
         let owners: std::collections::HashMap<String, String> =
             self.store.run_cases(&run_id).await?.into_iter().filter_map(|c| Some((c.case_id, c.owner?))).collect();
         Ok(Response::new(grpc::ExplainResponse {
             groups: groups
                 .into_iter()
                 .map(|g| grpc::FailureGroup {
-                    owners: argus_grid::owners::of_cases(&g.cases, &owners),
+                    owners: argus_cases::owners::of_cases(&g.cases, &owners),
                     cause: g.cause.to_owned(),
                     signature: g.signature,
                     case_ids: g.cases,
@@ -269,7 +276,8 @@ impl grpc::runs_server::Runs for Services {
 
     async fn compare(&self, request: Request<grpc::CompareRequest>) -> Result<Response<grpc::CompareResponse>, Status> {
         let request = request.into_inner();
-        let changes = argus_grid::compare::compare_runs(&self.store, &request.from_run_id, &request.to_run_id).await?;
+        let changes =
+            argus_history::compare::compare_runs(&self.store, &request.from_run_id, &request.to_run_id).await?;
         Ok(Response::new(grpc::CompareResponse {
             changes: changes
                 .into_iter()
@@ -291,25 +299,25 @@ impl grpc::runs_server::Runs for Services {
     }
 
     async fn mute(&self, request: Request<grpc::MuteRequest>) -> Result<Response<grpc::MuteResponse>, Status> {
-        let mute = argus_grid::mutes::mute(&self.store, request.into_inner(), argus_grid::time::now_ms()).await?;
-        Ok(Response::new(grpc::MuteResponse { mute: Some(argus_grid::mutes::to_grpc(mute)) }))
+        let mute = argus_history::mutes::mute(&self.store, request.into_inner(), argus_grid::time::now_ms()).await?;
+        Ok(Response::new(grpc::MuteResponse { mute: Some(mute.into()) }))
     }
 
     async fn unmute(&self, request: Request<grpc::UnmuteRequest>) -> Result<Response<grpc::UnmuteResponse>, Status> {
         let was_muted =
-            argus_grid::mutes::unmute(&self.store, request.into_inner(), argus_grid::time::now_ms()).await?;
+            argus_history::mutes::unmute(&self.store, request.into_inner(), argus_grid::time::now_ms()).await?;
         Ok(Response::new(grpc::UnmuteResponse { was_muted }))
     }
 
     async fn mutes(&self, request: Request<grpc::MutesRequest>) -> Result<Response<grpc::MutesResponse>, Status> {
         let project = request.into_inner().project;
         let mutes = self.store.mutes(Some(&project).filter(|p| !p.is_empty()).map(String::as_str)).await?;
-        Ok(Response::new(grpc::MutesResponse { mutes: mutes.into_iter().map(argus_grid::mutes::to_grpc).collect() }))
+        Ok(Response::new(grpc::MutesResponse { mutes: mutes.into_iter().map(Into::into).collect() }))
     }
 
     async fn import(&self, request: Request<grpc::ImportRequest>) -> Result<Response<grpc::ImportResponse>, Status> {
         let request = request.into_inner();
-        let ask = argus_grid::import::ImportAsk {
+        let ask = argus_history::import::ImportAsk {
             project: request.project,
             branch: request.branch,
             commit: request.commit,
@@ -317,7 +325,7 @@ impl grpc::runs_server::Runs for Services {
             source: request.source,
             report: request.junit_xml,
         };
-        let imported = argus_grid::import::import_junit(&self.store, ask, argus_grid::time::now_ms()).await?;
+        let imported = argus_history::import::import_junit(&self.store, ask, argus_grid::time::now_ms()).await?;
         let dashboard_url =
             self.dashboard_url.as_ref().map(|u| format!("{u}/runs/{}", imported.run_id)).unwrap_or_default();
         Ok(Response::new(grpc::ImportResponse {
@@ -424,7 +432,7 @@ pub const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_sec
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
-    Core(#[from] core::CoreError),
+    Core(#[from] owner::CoreError),
     #[error("gRPC reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server stopped: {0}")]
@@ -460,7 +468,7 @@ pub struct Options {
     /// Serve gRPC over TLS with this certificate chain and key (PEM).
     pub tls: Option<TlsIdentity>,
     /// How the owner task decides (the client grace, …).
-    pub core: core::CoreConfig,
+    pub core: owner::OwnerConfig,
     /// Where screenshots and films are kept; without it they are dropped.
     pub artifacts: Option<argus_store::artifacts::Artifacts>,
     /// Remove whole runs older than this, every hour (`--keep-days`);
@@ -470,9 +478,9 @@ pub struct Options {
     /// [`argus_store::prune::STEP_RECORDS_DAYS`] when `None`.
     pub step_records: Option<std::time::Duration>,
     /// What follows each run's end: when muted cases unmute themselves.
-    pub follow_up: argus_grid::follow_up::FollowUp,
+    pub follow_up: argus_history::follow_up::FollowUp,
     /// Who is told what happened.
-    pub webhooks: Vec<argus_grid::notify::Webhook>,
+    pub webhooks: Vec<argus_history::notify::Webhook>,
     /// How long a webhook delivery is retried; an hour when `None`.
     pub webhook_retry_for: Option<std::time::Duration>,
 }
@@ -521,7 +529,7 @@ fn write_causes(store: Store, shutdown: CancellationToken, tasks: &tokio_util::t
         let store = store.clone();
         async move {
             loop {
-                match argus_grid::explain::write_causes(&store, CAUSES_PER_BATCH).await {
+                match argus_history::explain::write_causes(&store, CAUSES_PER_BATCH).await {
                     Ok(written) if written as i64 == CAUSES_PER_BATCH => continue,
                     Ok(_) => return,
                     Err(error) => {
@@ -538,10 +546,10 @@ fn write_causes(store: Store, shutdown: CancellationToken, tasks: &tokio_util::t
 const FOLLOW_UP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 const FOLLOW_UP_PER_BATCH: u32 = 50;
 
-/// Follows up each ended run (see `argus_grid::follow_up`) in a tracked task.
+/// Follows up each ended run (see `argus_history::follow_up`) in a tracked task.
 fn follow_up_runs(
     store: Store,
-    policy: argus_grid::follow_up::FollowUp,
+    policy: argus_history::follow_up::FollowUp,
     shutdown: CancellationToken,
     tasks: &tokio_util::task::TaskTracker,
 ) {
@@ -550,7 +558,7 @@ fn follow_up_runs(
         let (store, policy) = (store.clone(), policy.clone());
         async move {
             loop {
-                match argus_grid::follow_up::follow_up(&store, &policy, FOLLOW_UP_PER_BATCH).await {
+                match argus_history::follow_up::follow_up(&store, &policy, FOLLOW_UP_PER_BATCH).await {
                     Ok(done) if done as u32 == FOLLOW_UP_PER_BATCH => continue,
                     Ok(_) => return,
                     Err(error) => {
@@ -596,7 +604,7 @@ pub async fn serve_with(
     let ended = store
         .end_open_sessions(argus_grid::time::now_ms(), "the coordinator that held it stopped")
         .await
-        .map_err(core::CoreError::from)?;
+        .map_err(owner::CoreError::from)?;
     if ended > 0 {
         info!(sessions = ended, "WebDriver sessions of the last coordinator ended with it");
     }
@@ -614,7 +622,7 @@ pub async fn serve_with(
     }
     let webdriver = Arc::new(argus_webdriver::Registry::new(calls.clone(), session_log));
     let dashboard_url = core_config.dashboard_url.clone();
-    let (handle, owner) = core::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
+    let (handle, owner) = owner::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
     if let Some(keep) = keep {
         info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
         argus_store::prune::keep(
@@ -637,7 +645,7 @@ pub async fn serve_with(
     );
     write_causes(store.clone(), shutdown.clone(), &tasks);
     follow_up_runs(store.clone(), follow_up, shutdown.clone(), &tasks);
-    let webhooks: Arc<[argus_grid::notify::Webhook]> = webhooks.into();
+    let webhooks: Arc<[argus_history::notify::Webhook]> = webhooks.into();
     let told = crate::webhooks::Webhooks {
         hooks: webhooks.clone(),
         dashboard: dashboard_url.clone(),
@@ -729,7 +737,7 @@ pub async fn serve_with(
                 // A suite's case files, or a JUnit report, and the request's
                 // other fields.
                 .max_decoding_message_size(
-                    argus_cases::suite::MAX_SUITE_BYTES.max(argus_grid::import::MAX_REPORT_BYTES) + (1 << 20),
+                    argus_cases::suite::MAX_SUITE_BYTES.max(argus_history::import::MAX_REPORT_BYTES) + (1 << 20),
                 ),
             client_check.clone(),
         ))

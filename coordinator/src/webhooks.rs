@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use argus_grid::notify::{self, Delivery, Event, Tried, Webhook};
+use argus_history::notify::{self, Delivery, Event, Tried, Webhook};
 use argus_store::{DeliveryTried, DueDelivery, Store, StoreError};
 
 /// How often events and due deliveries are looked for.
@@ -155,7 +155,7 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// Where a delivery stands after a try (the policy is
-/// `argus_grid::notify::after_try`).
+/// `argus_history::notify::after_try`).
 fn judge(webhooks: &Webhooks, due: &DueDelivery, outcome: Outcome, now: i64) -> DeliveryTried {
     let delivery = &due.delivery;
     let attempts = u32::try_from(delivery.attempts).unwrap_or(u32::MAX).saturating_add(1);

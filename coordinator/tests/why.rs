@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use argus_grid::explain::{self, Explained};
+use argus_history::explain::{self, Explained};
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_sim::model::Model;
 use argus_store::Store;

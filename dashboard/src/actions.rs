@@ -54,7 +54,7 @@ pub async fn mute(
 ) -> Result<Json<MuteRow>, ApiError> {
     let until_unix_ms = match body.until.as_deref().filter(|u| !u.is_empty()) {
         Some(until) => Some(
-            argus_grid::mutes::parse_until(until)
+            argus_history::mutes::parse_until(until)
                 .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("until: {e}")))?,
         ),
         None => None,
@@ -67,7 +67,7 @@ pub async fn mute(
         until_unix_ms,
         by: if body.by.is_empty() { "dashboard".into() } else { body.by },
     };
-    Ok(Json(argus_grid::mutes::mute(&state.store, ask, now_ms()).await?))
+    Ok(Json(argus_history::mutes::mute(&state.store, ask, now_ms()).await?))
 }
 
 /// Who unmutes and why, as the query of a DELETE.
@@ -93,7 +93,7 @@ pub async fn unmute(
 ) -> Result<Json<Unmuted>, ApiError> {
     let by = if query.by.is_empty() { "dashboard".into() } else { query.by };
     let ask = grpc::UnmuteRequest { project: project.clone(), case_id: case_id.clone(), by, reason: query.reason };
-    if !argus_grid::mutes::unmute(&state.store, ask, now_ms()).await? {
+    if !argus_history::mutes::unmute(&state.store, ask, now_ms()).await? {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("{case_id} is not muted in {project}")));
     }
     Ok(Json(Unmuted { was_muted: true }))
@@ -140,7 +140,8 @@ pub async fn rerun_failed(
         trigger: "dashboard rerun".into(),
         ..Default::default()
     };
-    let submitted = state.handle.submit(&state.store, request, String::new()).await?;
+    let rerun = argus_history::rerun::prepare(&state.store, request).await?;
+    let submitted = state.handle.submit(&state.store, rerun, String::new()).await?;
     let url = format!("/runs/{}", submitted.run_id);
     Ok(Json(Rerun { run_id: submitted.run_id, rerun_of: id, cases: submitted.case_ids, url }))
 }
@@ -165,7 +166,7 @@ pub struct ImportQuery {
 #[derive(Debug, Serialize)]
 pub struct ImportedView {
     #[serde(flatten)]
-    pub imported: argus_grid::import::Imported,
+    pub imported: argus_history::import::Imported,
     pub url: String,
 }
 
@@ -177,14 +178,14 @@ pub async fn import_junit(
     Query(query): Query<ImportQuery>,
     body: axum::body::Body,
 ) -> Result<(StatusCode, Json<ImportedView>), ApiError> {
-    let limit = argus_grid::import::MAX_REPORT_BYTES;
+    let limit = argus_history::import::MAX_REPORT_BYTES;
     let report = axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the report is larger than {} MiB, the most taken", limit >> 20),
         )
     })?;
-    let ask = argus_grid::import::ImportAsk {
+    let ask = argus_history::import::ImportAsk {
         project: query.project,
         branch: query.branch,
         commit: query.commit,
@@ -192,7 +193,7 @@ pub async fn import_junit(
         source: query.source,
         report: report.to_vec(),
     };
-    let imported = argus_grid::import::import_junit(&state.store, ask, now_ms()).await?;
+    let imported = argus_history::import::import_junit(&state.store, ask, now_ms()).await?;
     let url = format!("/runs/{}", imported.run_id);
     Ok((StatusCode::CREATED, Json(ImportedView { imported, url })))
 }

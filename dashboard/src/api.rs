@@ -31,10 +31,10 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<argus_grid::explain::ExplainError> for ApiError {
-    fn from(error: argus_grid::explain::ExplainError) -> Self {
+impl From<argus_history::explain::ExplainError> for ApiError {
+    fn from(error: argus_history::explain::ExplainError) -> Self {
         match error {
-            argus_grid::explain::ExplainError::Store(error) => error.into(),
+            argus_history::explain::ExplainError::Store(error) => error.into(),
             undecodable => ApiError(StatusCode::INTERNAL_SERVER_ERROR, undecodable.to_string()),
         }
     }
@@ -186,7 +186,7 @@ pub async fn run_detail(state: &Dashboard, id: &str) -> Result<RunDetail, ApiErr
     let devices: Vec<String> = detail.lanes().into_keys().collect();
     detail.models = state.store.device_models(&devices).await?.into_iter().collect();
     if detail.counts.failed + detail.counts.muted_failed > 0 {
-        let (explained, causes) = argus_grid::explain::explain_run(&state.store, id).await?;
+        let (explained, causes) = argus_history::explain::explain_run(&state.store, id).await?;
         detail.why = explained
             .into_iter()
             .map(|e| WhyLine {
@@ -215,9 +215,9 @@ pub async fn diff(
     State(state): State<Dashboard>,
     Path((id, case)): Path<(String, String)>,
     Query(query): Query<DiffQuery>,
-) -> Result<Json<argus_grid::explain::Explained>, ApiError> {
+) -> Result<Json<argus_history::explain::Explained>, ApiError> {
     state.store.get_run(&id).await?;
-    match argus_grid::explain::explain_case(&state.store, &id, &case, query.attempt).await? {
+    match argus_history::explain::explain_case(&state.store, &id, &case, query.attempt).await? {
         Some(explained) => Ok(Json(explained)),
         None => Err(ApiError(
             StatusCode::NOT_FOUND,
@@ -234,9 +234,9 @@ pub async fn diff(
 pub async fn replay(
     State(state): State<Dashboard>,
     Path((id, case, attempt)): Path<(String, String, u32)>,
-) -> Result<Json<argus_grid::replay::Replay>, ApiError> {
+) -> Result<Json<argus_history::replay::Replay>, ApiError> {
     state.store.get_run(&id).await?;
-    match argus_grid::replay::replay(&state.store, &id, &case, attempt).await? {
+    match argus_history::replay::replay(&state.store, &id, &case, attempt).await? {
         Some(replay) => Ok(Json(replay)),
         None => Err(ApiError(
             StatusCode::NOT_FOUND,
@@ -250,14 +250,14 @@ pub async fn replay(
 pub struct Comparison {
     pub from: String,
     pub to: String,
-    pub changes: Vec<argus_grid::compare::Change>,
+    pub changes: Vec<argus_history::compare::Change>,
 }
 
 pub async fn compare(
     State(state): State<Dashboard>,
     Path((a, b)): Path<(String, String)>,
 ) -> Result<Json<Comparison>, ApiError> {
-    let changes = argus_grid::compare::compare_runs(&state.store, &a, &b).await?;
+    let changes = argus_history::compare::compare_runs(&state.store, &a, &b).await?;
     Ok(Json(Comparison { from: a, to: b, changes }))
 }
 
@@ -347,7 +347,7 @@ pub async fn case_history(state: &Dashboard, project: &str, case_id: &str) -> Re
     history.mute = state.store.mutes(Some(project)).await?.into_iter().find(|m| m.case_id == case_id);
     if let Some(failure) = &history.last_failure {
         let attempt = u32::try_from(failure.attempt).ok();
-        history.why = argus_grid::explain::explain_case(&state.store, &failure.run_id, case_id, attempt).await?;
+        history.why = argus_history::explain::explain_case(&state.store, &failure.run_id, case_id, attempt).await?;
     }
     Ok(history)
 }
@@ -370,7 +370,7 @@ pub struct FlakyAndSlow {
     pub slow: Vec<SlowCase>,
     /// Failures by cause and signature, ranked by the cases and runs they
     /// cost in the window.
-    pub causes: Vec<argus_grid::explain::Costly>,
+    pub causes: Vec<argus_history::explain::Costly>,
     /// The cases muted now, and every mute and unmute, newest first.
     pub mutes: Mutes,
     /// Every owner TESTOWNERS names for the project's cases (as its last
@@ -429,7 +429,7 @@ pub async fn flaky_and_slow(state: &Dashboard, query: &ProjectQuery) -> Result<F
             .collect(),
         slow,
         causes: {
-            let mut ranked = argus_grid::explain::rank(&failures);
+            let mut ranked = argus_history::explain::rank(&failures);
             ranked.truncate(CAUSES_SHOWN);
             ranked
         },

@@ -14,7 +14,7 @@ mod webhooks;
 
 use std::time::Duration;
 
-use argus_grid::core::Handle;
+use argus_grid::owner::Handle;
 use argus_store::Store;
 use argus_store::artifacts::Artifacts;
 use axum::Router;
@@ -40,7 +40,7 @@ pub struct Dashboard {
     /// How long runs are kept (`--keep-days`); `None`: for ever.
     pub keep: Option<Duration>,
     /// Who is told what happened (shown without their secrets).
-    pub webhooks: std::sync::Arc<[argus_grid::notify::Webhook]>,
+    pub webhooks: std::sync::Arc<[argus_history::notify::Webhook]>,
     /// What each device shows now.
     pub live: std::sync::Arc<argus_grid::live::LiveScreens>,
 }

@@ -56,7 +56,7 @@ struct CompareTemplate {
     to: String,
     project: String,
     /// Each kind of change with a heading, in the comparison's order.
-    groups: Vec<(&'static str, Vec<argus_grid::compare::Change>)>,
+    groups: Vec<(&'static str, Vec<argus_history::compare::Change>)>,
 }
 
 #[derive(Template)]
@@ -162,7 +162,7 @@ pub async fn compare(State(state): State<Dashboard>, Path((from, to)): Path<(Str
     ];
     let compared = async {
         let project = state.store.get_run(&to).await?.project;
-        Ok::<_, ApiError>((project, argus_grid::compare::compare_runs(&state.store, &from, &to).await?))
+        Ok::<_, ApiError>((project, argus_history::compare::compare_runs(&state.store, &from, &to).await?))
     };
     match compared.await {
         Ok((project, changes)) => {

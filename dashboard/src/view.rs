@@ -292,7 +292,7 @@ pub struct RunDetail {
     /// Why each failed case failed, against its last pass (the diff API's
     /// `line`, `cause` and `signature`), and the failures that share a cause.
     pub why: Vec<WhyLine>,
-    pub causes: Vec<argus_grid::explain::Group>,
+    pub causes: Vec<argus_history::explain::Group>,
     /// The run of the same project and branch before this one, which the
     /// page links the comparison with.
     pub previous: Option<String>,
@@ -416,7 +416,7 @@ impl RunDetail {
     pub fn owners_of(&self, cases: &[String]) -> String {
         let owners: std::collections::HashMap<String, String> =
             self.cases.iter().filter_map(|c| Some((c.id.clone(), c.owner.clone()?))).collect();
-        argus_grid::owners::of_cases(cases, &owners).join(" ")
+        argus_cases::owners::of_cases(cases, &owners).join(" ")
     }
 
     /// Per device, the attempts it ran, for the timeline.
@@ -449,7 +449,7 @@ pub struct CaseHistory {
     pub last_failure: Option<CaseAttemptView>,
     /// The last failure against the last time the case passed, with its
     /// cause and when it started failing; `null` without a record of it.
-    pub why: Option<argus_grid::explain::Explained>,
+    pub why: Option<argus_history::explain::Explained>,
     /// Its mute, while it is muted.
     pub mute: Option<argus_store::MuteRow>,
 }

@@ -21,7 +21,7 @@ const LISTED: u32 = 200;
 pub struct WebhookView {
     pub name: String,
     pub url: String,
-    pub format: argus_grid::notify::Format,
+    pub format: argus_history::notify::Format,
     /// The events it takes (`all` when it names none).
     pub events: Vec<String>,
     pub signed: bool,

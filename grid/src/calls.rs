@@ -11,7 +11,7 @@ use argus_proto::grpc::{self, coordinator_message, device_answer};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::core::Grant;
+use crate::owner::Grant;
 
 /// Beyond the call's own timeout, how long an answer may take to come back
 /// up the worker's link.

@@ -23,6 +23,22 @@ pub const MAX_PRIORITY: u32 = 100;
 /// The longest project, branch, commit or trigger text.
 pub const MAX_LABEL_CHARS: usize = 256;
 
+/// A Submit on its way to the owner: the request, and for a rerun the ids
+/// of the cases of it that run (`argus_history::rerun` prepares one from
+/// the earlier run's records).
+#[derive(Debug)]
+pub struct Submission {
+    pub request: grpc::SubmitRequest,
+    pub only: Option<std::collections::HashSet<String>>,
+}
+
+impl Submission {
+    /// A Submit that is not a rerun.
+    pub fn new(request: grpc::SubmitRequest) -> Self {
+        Self { request, only: None }
+    }
+}
+
 /// A Submit that passed every check.
 #[derive(Debug)]
 pub struct CheckedSuite {
@@ -33,7 +49,7 @@ pub struct CheckedSuite {
     pub config_json: String,
     pub priority: u32,
     /// Who owns which case files (the project's TESTOWNERS).
-    pub owners: crate::owners::Owners,
+    pub owners: argus_cases::owners::Owners,
 }
 
 impl CheckedSuite {
@@ -136,11 +152,11 @@ pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, CoreError> {
             None
         }
     };
-    let owners = match crate::owners::Owners::parse(&request.testowners) {
+    let owners = match argus_cases::owners::Owners::parse(&request.testowners) {
         Ok(owners) => owners,
         Err(errors) => {
             problems.extend(errors);
-            crate::owners::Owners::default()
+            argus_cases::owners::Owners::default()
         }
     };
     let files: Vec<(String, String)> = request.cases.iter().map(|f| (f.path.clone(), f.source.clone())).collect();

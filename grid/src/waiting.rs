@@ -9,7 +9,7 @@
 use crate::scheduler::{Capabilities, Selector};
 
 /// A device's state: the one answer to whether it can take work now and
-/// why not, computed by the owner task (`Core::availability`) and shown the
+/// why not, computed by the owner task (`Owner::availability`) and shown the
 /// same way by the fleet page, `argus devices`, the metrics and the
 /// waiting reason of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use argus_grid::core::{self, CoreConfig, Handle, Link};
 use argus_grid::metrics::Metrics;
+use argus_grid::owner::{self, Handle, Link, OwnerConfig};
 use argus_proto::grpc::{self, coordinator_message, worker_message};
 use argus_store::Store;
 use tokio::sync::mpsc;
@@ -42,13 +42,13 @@ struct Grid {
 }
 
 async fn start(store: Store) -> Grid {
-    start_with(store, CoreConfig::default()).await
+    start_with(store, OwnerConfig::default()).await
 }
 
-async fn start_with(store: Store, config: CoreConfig) -> Grid {
+async fn start_with(store: Store, config: OwnerConfig) -> Grid {
     let shutdown = CancellationToken::new();
     let metrics = std::sync::Arc::new(Metrics::default());
-    let (handle, owner) = core::start(store.clone(), config, metrics, shutdown.clone()).await.unwrap();
+    let (handle, owner) = owner::start(store.clone(), config, metrics, shutdown.clone()).await.unwrap();
     Grid { handle, store, shutdown, owner }
 }
 
@@ -77,7 +77,11 @@ impl Grid {
             detach: true,
             ..Default::default()
         };
-        self.handle.submit(&self.store, request, String::new()).await.unwrap().run_id
+        self.handle
+            .submit(&self.store, argus_grid::submit::Submission::new(request), String::new())
+            .await
+            .unwrap()
+            .run_id
     }
 
     async fn result(&self, run: &str) -> Option<String> {
@@ -416,7 +420,8 @@ async fn a_cancelled_run_takes_its_leases_back_and_ends_cancelled() {
 #[tokio::test]
 async fn an_unwatched_run_is_cancelled_after_the_clients_grace_and_a_detached_one_is_not() {
     let grid =
-        start_with(fresh().await, CoreConfig { client_grace: Duration::from_secs(60), ..CoreConfig::default() }).await;
+        start_with(fresh().await, OwnerConfig { client_grace: Duration::from_secs(60), ..OwnerConfig::default() })
+            .await;
     let _worker = join(&grid, "w", &["ios-1"]).await;
     let detached = grid.submit(&["a"], 1, 0).await;
     let request = grpc::SubmitRequest {
@@ -427,7 +432,12 @@ async fn an_unwatched_run_is_cancelled_after_the_clients_grace_and_a_detached_on
         selector: Some(grpc::Selector { platform: "ios".into(), ..Default::default() }),
         ..Default::default()
     };
-    let watched = grid.handle.submit(&grid.store, request, String::new()).await.unwrap().run_id;
+    let watched = grid
+        .handle
+        .submit(&grid.store, argus_grid::submit::Submission::new(request), String::new())
+        .await
+        .unwrap()
+        .run_id;
     for _ in 0..16 {
         _worker.heartbeat(&[]).await;
         pass(&grid.handle, Duration::from_secs(4)).await;

@@ -18,6 +18,21 @@ pub struct MuteRow {
     pub muted_at: i64,
 }
 
+/// A kept mute as the API sends it.
+impl From<MuteRow> for argus_proto::grpc::MutedCase {
+    fn from(mute: MuteRow) -> Self {
+        Self {
+            project: mute.project,
+            case_id: mute.case_id,
+            reason: mute.reason,
+            owner: mute.owner.unwrap_or_default(),
+            until_unix_ms: mute.until_ms,
+            muted_by: mute.muted_by,
+            muted_at_unix_ms: mute.muted_at,
+        }
+    }
+}
+
 /// A mute or an unmute, as it was done.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow, serde::Serialize)]
 pub struct MuteEvent {

@@ -24,9 +24,9 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 use tracing::Instrument;
 
-use argus_grid::core::Handle;
-use argus_grid::core::{CoreError, SessionAsk};
 use argus_grid::metrics::Metrics;
+use argus_grid::owner::Handle;
+use argus_grid::owner::{CoreError, SessionAsk};
 
 pub mod actions;
 pub mod caps;

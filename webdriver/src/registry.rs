@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use argus_grid::calls::{CallFailure, DeviceCalls};
-use argus_grid::core::Grant;
+use argus_grid::owner::Grant;
 use argus_grid::time::now_ms;
 use argus_proto::grpc::device_answer;
 use argus_proto::wire::{Element, Screen};

@@ -237,7 +237,7 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         metrics = %format!("http://{}/metrics", settings.http),
         "argus coordinator serving"
     );
-    let core = argus_grid::core::CoreConfig {
+    let core = argus_grid::owner::OwnerConfig {
         client_grace: Duration::from_secs(settings.client_grace),
         dashboard_url: settings.public_url.as_ref().map(|u| u.trim_end_matches('/').to_owned()),
         ..Default::default()
@@ -259,8 +259,8 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         step_records: Some(step_records),
         webhooks,
         webhook_retry_for: Some(Duration::from_secs(settings.webhook_retry_for)),
-        follow_up: argus_grid::follow_up::FollowUp {
-            mutes: argus_grid::mutes::MutePolicy {
+        follow_up: argus_history::follow_up::FollowUp {
+            mutes: argus_history::mutes::MutePolicy {
                 default_branch: settings.default_branch.clone(),
                 unmute_after: settings.unmute_after,
                 auto_mute_after: settings.auto_mute_after,

@@ -46,7 +46,7 @@ pub async fn import(args: ImportArgs, matches: &clap::ArgMatches) -> ExitCode {
         Ok(meta) => meta.len(),
         Err(error) => return failed("import junit", format!("{}: {error}", file.display())),
     };
-    let limit = argus_grid::import::MAX_REPORT_BYTES as u64;
+    let limit = argus_history::import::MAX_REPORT_BYTES as u64;
     if size > limit {
         return failed(
             "import junit",
@@ -73,7 +73,7 @@ pub async fn import(args: ImportArgs, matches: &clap::ArgMatches) -> ExitCode {
     };
     let mut client = match channel(&target).await {
         Ok((channel, bearer)) => RunsClient::with_interceptor(channel, bearer)
-            .max_encoding_message_size(argus_grid::import::MAX_REPORT_BYTES + (1 << 20)),
+            .max_encoding_message_size(argus_history::import::MAX_REPORT_BYTES + (1 << 20)),
         Err(error) => return failed("import junit", error),
     };
     match client.import(request).await {

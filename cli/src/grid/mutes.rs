@@ -19,7 +19,7 @@ pub struct MuteArgs {
     /// Muted through this day (YYYY-MM-DD, UTC) or until this time (RFC
     /// 3339); without it, until it has passed enough times in a row on the
     /// default branch, or is unmuted.
-    #[arg(long, value_name = "DATE", value_parser = argus_grid::mutes::parse_until)]
+    #[arg(long, value_name = "DATE", value_parser = argus_history::mutes::parse_until)]
     until: Option<i64>,
     /// Who looks after it.
     #[arg(long)]

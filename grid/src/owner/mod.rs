@@ -188,20 +188,22 @@ impl Handle {
     pub async fn submit(
         &self,
         store: &Store,
-        request: grpc::SubmitRequest,
+        submission: crate::submit::Submission,
         traceparent: String,
     ) -> Result<grpc::SubmitResponse, CoreError> {
         // Parsing and expanding a large suite is CPU work of hundreds of
         // milliseconds: on a blocking thread, not on one the owner task, the
         // workers' links and the watches share.
         let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
-        // A rerun: the earlier run's files, and only its failed cases.
-        let (request, only) = if request.rerun_failed_of.is_empty() {
-            (request, None)
-        } else {
-            let rerun = crate::rerun::prepare(store, request).await?;
-            (rerun.request, Some(rerun.cases))
-        };
+        // A rerun comes with the earlier run's files, and only its failed
+        // cases run.
+        let crate::submit::Submission { request, only } = submission;
+        if !request.rerun_failed_of.is_empty() && only.is_none() {
+            return Err(CoreError::Internal(format!(
+                "a rerun of {} was submitted without its failed cases (argus_history::rerun prepares one)",
+                request.rerun_failed_of
+            )));
+        }
         let began = std::time::Instant::now();
         let mut suite = tokio::task::spawn_blocking(move || crate::submit::check(request)).await.map_err(stopped)??;
         let checked = began.elapsed();
@@ -229,7 +231,7 @@ impl Handle {
         for case in &mut run.cases {
             if let Some(mute) = mutes.get(&case.case_id) {
                 case.muted = Some(mute.reason.clone());
-                muted.push(crate::mutes::to_grpc(mute.clone()));
+                muted.push(mute.clone().into());
             }
         }
         let planned = began.elapsed();
@@ -382,7 +384,7 @@ struct Run {
     /// Its finished attempts' lines, added by [`Run::add_line`].
     lines: Vec<RunCase>,
     /// Per case, the devices its failed attempts ran on: what a later pass
-    /// counts against ([`Core::judge_device`]) without reading every line.
+    /// counts against ([`Owner::judge_device`]) without reading every line.
     failed_on: HashMap<String, Vec<String>>,
     /// Every finished attempt and attempt taken back, in `seq` order: what a
     /// watcher that resumes after a `seq` is sent.
@@ -475,7 +477,7 @@ struct Key {
     try_no: u32,
 }
 
-struct Core {
+struct Owner {
     store: Store,
     workers: HashMap<String, Worker>,
     devices: HashMap<String, Device>,
@@ -488,7 +490,7 @@ struct Core {
     /// Leases being committed: at most one dispatch's at a time.
     granting: Option<Granting>,
     /// A dispatch's leases whose commit's answer was lost, written again
-    /// at the next sweep ([`Core::regrant`]); empty while the store answers.
+    /// at the next sweep ([`Owner::regrant`]); empty while the store answers.
     ungranted: Vec<(Pending<Key>, NewLease)>,
     /// Bursts of results being written, oldest first ([`MAX_RECORDING`]).
     recording: std::collections::VecDeque<Recording>,
@@ -498,7 +500,7 @@ struct Core {
     /// the leases that were to follow them ([`Chained`]).
     unrecorded: Vec<Finished>,
     unchained: Vec<Chained>,
-    /// Tries queued by attempts taken back, not yet written ([`Core::flush`];
+    /// Tries queued by attempts taken back, not yet written ([`Owner::flush`];
     /// kept when the store fails). What follows a result is written with it.
     unqueued: Vec<(Key, Option<String>)>,
     unsaved_quarantines: Vec<(String, String)>,
@@ -515,7 +517,7 @@ struct Core {
     /// When workers were last sent a keepalive (epoch ms).
     keepalive_at: i64,
     next_worker: u64,
-    config: CoreConfig,
+    config: OwnerConfig,
     /// The one clock the owner task reads wall time from.
     clock: Clock,
     /// Set by whatever frees a device or queues work; the owner loop
@@ -535,7 +537,7 @@ pub const CLIENT_GRACE: Duration = Duration::from_secs(60);
 
 /// How the owner task behaves.
 #[derive(Debug, Clone)]
-pub struct CoreConfig {
+pub struct OwnerConfig {
     /// Where the dashboard is, for the links Submit answers.
     pub dashboard_url: Option<String>,
     /// See [`CLIENT_GRACE`].
@@ -554,7 +556,7 @@ pub struct CoreConfig {
     pub clock: Clock,
 }
 
-impl Default for CoreConfig {
+impl Default for OwnerConfig {
     fn default() -> Self {
         Self {
             dashboard_url: None,
@@ -572,12 +574,12 @@ impl Default for CoreConfig {
 /// last coordinator stopped are infrastructure failures, queued again.
 pub async fn start(
     store: Store,
-    config: CoreConfig,
+    config: OwnerConfig,
     metrics: Arc<Metrics>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let (records, writer) = records::start(store.clone(), shutdown.clone());
-    let mut core = Core {
+    let mut core = Owner {
         store,
         workers: HashMap::new(),
         devices: HashMap::new(),
@@ -666,7 +668,7 @@ pub async fn start(
     Ok((Handle { tx }, task))
 }
 
-impl Core {
+impl Owner {
     /// Handles commands in order, except that consecutive attempt results
     /// are recorded in one transaction. Steps, heartbeats and device updates
     /// may pass a pending result (they never concern a finished lease);

@@ -7,7 +7,7 @@ use argus_cases::junit_read;
 use argus_proto::run::{RunManifest, totals};
 use argus_store::{ImportedRun, Store};
 
-use crate::error::CoreError;
+use argus_grid::error::CoreError;
 
 /// The largest report taken.
 pub const MAX_REPORT_BYTES: usize = 16 * 1024 * 1024;
@@ -49,11 +49,11 @@ pub async fn import_junit(store: &Store, ask: ImportAsk, now_ms: i64) -> Result<
         ("platform", &ask.platform),
         ("source", &ask.source),
     ] {
-        if value.chars().count() > crate::submit::MAX_LABEL_CHARS {
+        if value.chars().count() > argus_grid::submit::MAX_LABEL_CHARS {
             problems.push(format!(
                 "{field}: {} characters; {} at most",
                 value.chars().count(),
-                crate::submit::MAX_LABEL_CHARS
+                argus_grid::submit::MAX_LABEL_CHARS
             ));
         }
         if value.chars().any(char::is_control) {
@@ -80,10 +80,10 @@ pub async fn import_junit(store: &Store, ask: ImportAsk, now_ms: i64) -> Result<
     let finished_at = started_at + report.lines.iter().map(|l| l.ms as i64).sum::<i64>();
     let counted = totals(&report.lines);
     let mut manifest = RunManifest {
-        finished_at: Some(crate::time::iso(finished_at)),
+        finished_at: Some(argus_grid::time::iso(finished_at)),
         platform: Some(ask.platform.trim().to_owned()).filter(|p| !p.is_empty()),
         totals: Some(counted),
-        ..RunManifest::started(crate::time::iso(started_at))
+        ..RunManifest::started(argus_grid::time::iso(started_at))
     };
     manifest.extra.insert("source".into(), serde_json::json!({ "format": "junit", "tool": source }));
     let text = |value: &str| Some(value.trim().to_owned()).filter(|v| !v.is_empty());

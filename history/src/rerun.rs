@@ -8,19 +8,22 @@ use std::collections::HashSet;
 use argus_proto::grpc;
 use argus_store::{CaseRow, RunRow, Store};
 
-use crate::error::CoreError;
-use crate::matching::Selector;
+use argus_grid::error::CoreError;
+use argus_grid::matching::Selector;
+use argus_grid::submit::Submission;
 
-/// The request to submit, and the case ids of it that run.
-#[derive(Debug)]
-pub struct Rerun {
-    pub request: grpc::SubmitRequest,
-    pub cases: HashSet<String>,
+/// What a Submit asks for: itself, or when it names an earlier run
+/// (`rerun_failed_of`), that run's files and only its failed cases.
+pub async fn submission(store: &Store, request: grpc::SubmitRequest) -> Result<Submission, CoreError> {
+    if request.rerun_failed_of.is_empty() {
+        return Ok(Submission::new(request));
+    }
+    prepare(store, request).await
 }
 
 /// Reads the run `request.rerun_failed_of` names and fills `request` from
 /// it (see [`fill`]).
-pub async fn prepare(store: &Store, request: grpc::SubmitRequest) -> Result<Rerun, CoreError> {
+pub async fn prepare(store: &Store, request: grpc::SubmitRequest) -> Result<Submission, CoreError> {
     let of = request.rerun_failed_of.clone();
     let old = match store.get_run(&of).await {
         Ok(run) => run,
@@ -40,7 +43,7 @@ pub fn fill(
     old: &RunRow,
     files: Vec<(String, String)>,
     cases: &[CaseRow],
-) -> Result<Rerun, CoreError> {
+) -> Result<Submission, CoreError> {
     let of = &old.id;
     if !request.cases.is_empty() {
         return Err(CoreError::Invalid(format!(
@@ -98,7 +101,7 @@ pub fn fill(
             field.clone_from(from);
         }
     }
-    Ok(Rerun { request, cases: rerun })
+    Ok(Submission { request, only: Some(rerun) })
 }
 
 #[cfg(test)]
@@ -151,7 +154,7 @@ mod tests {
         let files = vec![("cases/a.md".to_owned(), "old text".to_owned())];
         let request = grpc::SubmitRequest { rerun_failed_of: "r1".into(), branch: "fix".into(), ..Default::default() };
         let rerun = fill(request.clone(), &old(), files.clone(), &cases).unwrap();
-        assert_eq!(rerun.cases, HashSet::from(["bad".to_owned()]));
+        assert_eq!(rerun.only, Some(HashSet::from(["bad".to_owned()])));
         let sent = &rerun.request;
         assert_eq!(sent.cases[0].source, "old text");
         assert_eq!((sent.project.as_str(), sent.branch.as_str(), sent.commit.as_str()), ("shop", "fix", "abc"));
@@ -160,7 +163,7 @@ mod tests {
         let selector = sent.selector.clone().unwrap();
         assert_eq!((selector.platform.as_str(), selector.labels.get("os").map(String::as_str)), ("ios", Some("17")));
         let with_muted = grpc::SubmitRequest { rerun_muted: true, ..request.clone() };
-        assert_eq!(fill(with_muted, &old(), files.clone(), &cases).unwrap().cases.len(), 2);
+        assert_eq!(fill(with_muted, &old(), files.clone(), &cases).unwrap().only.map(|o| o.len()), Some(2));
         let overridden = grpc::SubmitRequest {
             selector: Some(grpc::Selector { platform: "android".into(), ..Default::default() }),
             ..request.clone()

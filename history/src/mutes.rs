@@ -5,7 +5,7 @@
 use argus_proto::grpc;
 use argus_store::{MuteRow, RunRow, Store, StoreError};
 
-use crate::error::CoreError;
+use argus_grid::error::CoreError;
 
 /// The longest reason or owner kept.
 pub const MAX_REASON_CHARS: usize = 1_000;
@@ -113,7 +113,7 @@ pub fn check(ask: grpc::MuteRequest, now_ms: i64) -> Result<MuteRow, CoreError> 
     if let Some(until) = ask.until_unix_ms
         && until <= now_ms
     {
-        problems.push(format!("until: {} is not in the future", crate::time::iso(until)));
+        problems.push(format!("until: {} is not in the future", argus_grid::time::iso(until)));
     }
     if !problems.is_empty() {
         return Err(CoreError::Invalid(problems.join("\n")));
@@ -143,19 +143,6 @@ pub fn parse_until(text: &str) -> Result<i64, String> {
         .map_err(|_| format!("{text:?} is neither a day (2026-12-31) nor a time (2026-12-31T18:00:00Z)"))
 }
 
-/// A kept mute as the API sends it.
-pub fn to_grpc(mute: MuteRow) -> grpc::MutedCase {
-    grpc::MutedCase {
-        project: mute.project,
-        case_id: mute.case_id,
-        reason: mute.reason,
-        owner: mute.owner.unwrap_or_default(),
-        until_unix_ms: mute.until_ms,
-        muted_by: mute.muted_by,
-        muted_at_unix_ms: mute.muted_at,
-    }
-}
-
 /// Mutes a case that has run in its project (a typo mutes nothing and
 /// says so), keeping who, why and when.
 pub async fn mute(store: &Store, ask: grpc::MuteRequest, now_ms: i64) -> Result<MuteRow, CoreError> {
@@ -166,8 +153,8 @@ pub async fn mute(store: &Store, ask: grpc::MuteRequest, now_ms: i64) -> Result<
             mute.case_id, mute.project
         )));
     }
-    let until = mute.until_ms.map(crate::time::iso);
-    let told = crate::notify::events::MutedCase {
+    let until = mute.until_ms.map(argus_grid::time::iso);
+    let told = argus_grid::events::MutedCase {
         project: mute.project.clone(),
         case_id: mute.case_id.clone(),
         reason: mute.reason.clone(),
@@ -175,7 +162,7 @@ pub async fn mute(store: &Store, ask: grpc::MuteRequest, now_ms: i64) -> Result<
         until,
         by: mute.muted_by.clone(),
     };
-    let event = crate::notify::events::store_event(now_ms, crate::notify::events::Happened::CaseMuted { mute: told });
+    let event = argus_grid::events::store_event(now_ms, argus_grid::events::Happened::CaseMuted { mute: told });
     store.mute(&mute, &event).await?;
     tracing::info!(project = %mute.project, case = %mute.case_id, by = %mute.muted_by, "case muted");
     Ok(mute)

@@ -6,7 +6,6 @@
 //! kept in the store by whoever raised them (in the same transaction), and
 //! the coordinator's `webhooks` task sends the requests and retries them.
 
-pub mod events;
 mod github;
 mod slack;
 
@@ -15,7 +14,7 @@ use std::time::Duration;
 use hmac::{KeyInit, Mac};
 use serde::Deserialize;
 
-pub use events::{Event, EventKind};
+pub use argus_grid::events::{self, Event, EventKind};
 
 /// The header that carries the body's HMAC-SHA256, as `sha256=HEX`.
 pub const SIGNATURE_HEADER: &str = "X-Argus-Signature-256";

@@ -11,7 +11,7 @@ use argus_store::{NewEvent, RunRow, Store, StoreError};
 
 use crate::explain::ExplainError;
 use crate::mutes::MutePolicy;
-use crate::notify::events::{FailingCase, Happened, RunEnded, store_event};
+use argus_grid::events::{FailingCase, Happened, RunEnded, store_event};
 
 /// What the follow-up acts on.
 #[derive(Debug, Clone, Default)]
@@ -24,17 +24,17 @@ pub async fn follow_up(store: &Store, policy: &FollowUp, batch: u32) -> Result<u
     // What the runs that ended add to the flaky-and-slow summary, off the
     // owner task; then mutes end at their time, whether or not a run comes.
     store.count_ended_runs().await?;
-    store.lift_expired_mutes(crate::time::now_ms()).await?;
+    store.lift_expired_mutes(argus_grid::time::now_ms()).await?;
     let runs = store.runs_to_follow_up(batch).await?;
     for run in &runs {
-        let now = crate::time::now_ms();
+        let now = argus_grid::time::now_ms();
         crate::mutes::lift_by_passes(store, run, &policy.mutes, now).await?;
         if policy.mutes.auto_mute_after > 0 {
             // The causes the auto-mute reads, this run's included.
             crate::explain::write_causes(store, 1_000).await?;
             match crate::mutes::auto_mute(store, run, &policy.mutes, now).await {
                 Ok(_) => {}
-                Err(crate::error::CoreError::Store(error)) => return Err(error),
+                Err(argus_grid::error::CoreError::Store(error)) => return Err(error),
                 Err(other) => tracing::warn!(run = %run.id, error = %other, "the auto-mute could not mute a case"),
             }
         }
@@ -63,8 +63,8 @@ fn ended(run: &RunRow) -> RunEnded {
         passed: run.passed.unwrap_or(0),
         failed: run.failed.unwrap_or(0),
         muted_failed: run.muted_failed.unwrap_or(0),
-        started_at: crate::time::iso(run.started_at),
-        finished_at: run.finished_at.map(crate::time::iso),
+        started_at: argus_grid::time::iso(run.started_at),
+        finished_at: run.finished_at.map(argus_grid::time::iso),
     }
 }
 

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use argus_grid::explain::{Facts, Side, cause, diff};
+use argus_history::explain::{Facts, Side, cause, diff};
 use argus_proto::grpc::{AttemptObserved, ObservedElement, ObservedRequest, StepObservation};
 use prost::Message;
 

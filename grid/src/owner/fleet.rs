@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Core {
+impl Owner {
     pub(super) fn is_current(&self, link: &Link) -> bool {
         self.workers.get(&link.worker).is_some_and(|w| w.conn == link.conn)
     }
@@ -43,9 +43,8 @@ impl Core {
         // What webhooks are told, kept with the quarantine.
         let event = reason.as_ref().map(|reason| {
             let platform = self.devices.get(device).map(|d| d.info.platform.clone()).unwrap_or_default();
-            let device =
-                crate::notify::events::QuarantinedDevice { id: device.to_owned(), platform, reason: reason.clone() };
-            crate::notify::events::store_event(now, crate::notify::events::Happened::DeviceQuarantined { device })
+            let device = crate::events::QuarantinedDevice { id: device.to_owned(), platform, reason: reason.clone() };
+            crate::events::store_event(now, crate::events::Happened::DeviceQuarantined { device })
         });
         self.store.set_quarantine(device, reason.as_deref(), now, event.as_ref()).await?;
         if let Some(d) = self.devices.get_mut(device) {

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::explain::ExplainError;
 use crate::explain::diff::ElementName;
-use crate::live::ElementView;
+use argus_grid::live::ElementView;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Replay {

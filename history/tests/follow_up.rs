@@ -2,8 +2,8 @@
 //! that keeps passing on retry for no visible reason, with its owner, and
 //! tells webhooks; the same history one pass short does not.
 
-use argus_grid::follow_up::{FollowUp, follow_up};
-use argus_grid::mutes::{AUTO_MUTER, MutePolicy};
+use argus_history::follow_up::{FollowUp, follow_up};
+use argus_history::mutes::{AUTO_MUTER, MutePolicy};
 use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, StepRow, Store};
 
 fn outcome(result: &str, at: i64, observed: bool) -> AttemptOutcome {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Core {
+impl Owner {
     /// Rebuilds the runs that were going from the store: attempts that were
     /// leased when the last coordinator stopped are infrastructure failures
     /// and are queued again; pending ones wait for devices as before.

@@ -72,7 +72,7 @@ fn matching(device: &Device, candidates: &[Wants]) -> Option<usize> {
     candidates.iter().position(|wants| wants.accepts(&device.caps))
 }
 
-impl Core {
+impl Owner {
     /// A new session: refused at once when no device of the fleet could
     /// ever take it, else queued until the dispatch grants it a device.
     pub(super) fn open_session(&mut self, ask: SessionAsk, reply: oneshot::Sender<Result<Granted, CoreError>>) {

@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl Core {
+impl Owner {
     /// A lease the coordinator ends itself: the attempt is an infrastructure
     /// failure and runs again, without using the retry budget. When the
     /// store cannot be told, the lease stays (and its device with it) and
@@ -60,7 +60,7 @@ impl Core {
     }
 
     /// Queues the next try of an attempt: written with the rest of the
-    /// burst's ([`Core::flush`]), then offered to devices.
+    /// burst's ([`Owner::flush`]), then offered to devices.
     pub(super) fn queue(&mut self, key: Key, avoid_device: Option<String>) {
         self.unqueued.push((key, avoid_device));
     }
@@ -68,7 +68,7 @@ impl Core {
     /// Hands each idle device its next attempt (longest expected first, in
     /// fair share): decides them all and commits every lease in one
     /// transaction, which runs while the owner records the next burst's
-    /// results (one dispatch's leases at a time); [`Core::granted`] sends
+    /// results (one dispatch's leases at a time); [`Owner::granted`] sends
     /// them once committed.
     pub(super) async fn dispatch(&mut self) {
         if self.granting.is_some() {
@@ -99,7 +99,7 @@ impl Core {
 
     /// Commits `planned` on a connection of its own while the owner goes on
     /// with the next burst's results: the devices stay out of every
-    /// dispatch until [`Core::granted`] sends the leases.
+    /// dispatch until [`Owner::granted`] sends the leases.
     fn grant(&mut self, planned: Vec<(Pending<Key>, NewLease)>) {
         let leases: Vec<NewLease> = planned.iter().map(|(_, lease)| lease.clone()).collect();
         let store = self.store.clone();
@@ -113,7 +113,7 @@ impl Core {
     /// count as granted now, the others are granted now, and none is
     /// granted twice. An attempt whose run was cancelled meanwhile is
     /// refused and dropped; a lease whose device went away meanwhile is
-    /// taken back once sent ([`Core::send_lease`]), and its attempt runs
+    /// taken back once sent ([`Owner::send_lease`]), and its attempt runs
     /// again.
     pub(super) async fn regrant(&mut self) {
         if self.ungranted.is_empty() {
@@ -180,7 +180,7 @@ impl Core {
     /// one commit between two attempts on a device, not a result's then a
     /// lease's. Only a device whose attempt ran (an infrastructure failure
     /// may quarantine it) and that stays free to work; none while WebDriver
-    /// sessions wait, which [`Core::dispatch`] serves first.
+    /// sessions wait, which [`Owner::dispatch`] serves first.
     fn chain(&mut self, prepared: &[Finished]) -> Vec<Chained> {
         if self.pending.is_empty() || !self.session_queue.is_empty() {
             return Vec::new();
@@ -322,7 +322,7 @@ impl Core {
 
     /// Writes prepared results, in a task of their own so that the owner
     /// takes the next burst meanwhile, and applies those the store took once
-    /// it answers ([`Core::recorded`]), in the order they were written. When
+    /// it answers ([`Owner::recorded`]), in the order they were written. When
     /// the store fails they are kept, with their `seq`, and tried again at
     /// the next sweep (`again`): a result refused then as no longer current,
     /// whose lease this coordinator still holds, was committed by the try

@@ -5,7 +5,7 @@
 
 use super::*;
 
-/// Leases being committed ([`Core::dispatch`]), and the attempts they are for.
+/// Leases being committed ([`Owner::dispatch`]), and the attempts they are for.
 pub(super) struct Granting {
     pub(super) planned: Vec<(Pending<Key>, NewLease)>,
     /// Their devices, which no one else is offered meanwhile.
@@ -25,7 +25,7 @@ pub(super) struct Chained {
     pub(super) lease: NewLease,
 }
 
-/// A burst's results being written ([`Core::record_results`]).
+/// A burst's results being written ([`Owner::record_results`]).
 pub(super) struct Recording {
     pub(super) prepared: Vec<Finished>,
     /// Room in the records' writer for each passing result's step record.
@@ -65,7 +65,7 @@ fn flattened<T>(answer: Result<Result<T, StoreError>, tokio::task::JoinError>) -
     answer.map_err(|e| format!("the task stopped: {e}")).and_then(|r| r.map_err(|e| e.to_string()))
 }
 
-impl Core {
+impl Owner {
     /// Waits for the leases being committed, if any, and acts on the answer:
     /// what comes next for one of their runs (a cancel) finds them sent.
     pub(super) async fn settle_grant(&mut self) {
@@ -77,7 +77,7 @@ impl Core {
 
     /// The store's answer to the leases in flight: those committed go to
     /// their devices; when the store failed, the same leases are tried
-    /// again ([`Core::regrant`]).
+    /// again ([`Owner::regrant`]).
     pub(super) async fn granted(&mut self, answer: Result<Result<Vec<bool>, StoreError>, tokio::task::JoinError>) {
         let Some(Granting { planned, .. }) = self.granting.take() else { return };
         let granted = match flattened(answer) {
