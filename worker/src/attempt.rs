@@ -20,10 +20,10 @@ use crate::camera::{AttemptFiles, HookCamera, Recording};
 use crate::device_log::DeviceLog;
 use crate::driver::Driver;
 use crate::health::Health;
-use crate::link::Slot;
 use crate::live::Watched;
 use crate::project::{LinkCalls, RelayedProject};
 use crate::relaunch::{AppMark, Verdict};
+use crate::slot::Slot;
 
 /// How long the app may take to attach after the slot's `before` hook (a
 /// hook that launches it): lynkeus' own wait for an app.

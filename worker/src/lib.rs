@@ -14,4 +14,5 @@ pub mod live;
 pub mod metrics;
 mod project;
 mod relaunch;
+mod slot;
 pub mod slots;

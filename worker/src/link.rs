@@ -16,8 +16,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
-use crate::live::Live;
 use crate::project::LinkCalls;
+use crate::slot::Slot;
 
 pub use crate::slots::{Hooks, SlotConfig, WorkerFile, check_slots};
 
@@ -36,48 +36,6 @@ pub struct WorkerConfig {
     /// the CA certificate (PEM) to trust.
     pub tls_ca: Option<std::path::PathBuf>,
     pub slots: Vec<SlotConfig>,
-}
-
-pub(crate) struct Slot {
-    pub(crate) config: SlotConfig,
-    pub(crate) driver: Arc<Driver>,
-    busy: Mutex<bool>,
-    /// The last hello an app sent on this slot: kept after it leaves, so the
-    /// device is shown as disconnected rather than never seen.
-    last_hello: Mutex<Option<Arc<argus_proto::wire::Hello>>>,
-    /// What its app shows now, for the live view.
-    pub(crate) live: Live,
-}
-
-impl Slot {
-    fn device(&self) -> grpc::Device {
-        let mut last = self.last_hello.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(hello) = self.driver.hello() {
-            *last = Some(hello);
-        }
-        let hello = last.clone();
-        let state = match (self.driver.connected(), *self.busy.lock().unwrap_or_else(|p| p.into_inner())) {
-            (true, true) => grpc::DeviceState::Busy,
-            (true, false) => grpc::DeviceState::Idle,
-            (false, _) if hello.is_none() => grpc::DeviceState::Waiting,
-            (false, _) => grpc::DeviceState::Disconnected,
-        };
-        crate::metrics::slot(&self.config.name, &self.config.platform, &grpc::device_state_name(state as i32));
-        grpc::Device {
-            slot: self.config.name.clone(),
-            port: u32::from(self.config.port),
-            platform: self.config.platform.clone(),
-            bridge: self.config.bridge.clone(),
-            labels: self.config.labels.clone().into_iter().collect(),
-            udid: self.config.udid.clone().unwrap_or_default(),
-            serial: self.config.serial.clone().unwrap_or_default(),
-            state: state as i32,
-            hello_json: hello.map(|h| serde_json::to_string(&*h).unwrap_or_default()).unwrap_or_default(),
-            // Said whether or not an app is attached: a second app with a
-            // wrong token on a busy port, an app that keeps reconnecting.
-            app_problem: self.driver.problem().unwrap_or_default(),
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,13 +71,7 @@ pub async fn run(config: WorkerConfig, cancel: CancellationToken) -> Result<(), 
         .await
         .map_err(|source| WorkerError::Listen { slot: slot.name.clone(), source })?;
         info!(slot = %slot.name, port = slot.port, platform = %slot.platform, dial = %format!("ws://{}:{}", slot.bridge, slot.port), "device slot ready");
-        slots.push(Arc::new(Slot {
-            config: slot.clone(),
-            driver: Arc::new(driver),
-            busy: Mutex::new(false),
-            last_hello: Mutex::new(None),
-            live: Live::default(),
-        }));
+        slots.push(Arc::new(Slot::new(slot.clone(), driver)));
     }
     let slots = Arc::new(slots);
     let attempts = TaskTracker::new();
@@ -453,7 +405,7 @@ impl Shared {
         let (out, running) = (self.out.clone(), self.running.clone());
         let (changed_tx, parsed, calls) = (self.changed.clone(), self.parsed.clone(), self.calls.clone());
         attempts.spawn(async move {
-            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            slot.set_busy(true);
             let _ = changed_tx.send(index).await;
             let span = tracing::info_span!("attempt", run = %lease.run_id, case = %lease.case_id, attempt = lease.attempt, slot = %slot.config.name, trace_context = tracing::field::Empty);
             argus_proto::trace::set_parent(&span, &lease.traceparent);
@@ -485,7 +437,7 @@ impl Shared {
                     }
                 }
             }
-            *slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
+            slot.set_busy(false);
             slot.live.end();
             if let Some(result) = result {
                 crate::metrics::attempt(&crate::attempt::attempt_outcome(&result));

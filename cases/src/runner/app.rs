@@ -86,23 +86,7 @@ impl<D: Device> Attempt<'_, D> {
                 }
                 Ok(Done::Passed)
             }
-            "event" => {
-                let check = match value {
-                    Value::String(name) => json!({"event": name}),
-                    Value::Object(map) => {
-                        let mut check = Map::new();
-                        check.insert("event".into(), map.get("name").cloned().unwrap_or(Value::Null));
-                        for key in ["props", "absent", "timeoutMs"] {
-                            if let Some(v) = map.get(key) {
-                                check.insert(key.into(), v.clone());
-                            }
-                        }
-                        Value::Object(check)
-                    }
-                    _ => return Err(StepError::Failed("app.event needs an event name".into())),
-                };
-                self.see_as(&check, &event_params(value)).await
-            }
+            "event" => self.see_event(value).await,
             "run" => Err(StepError::Failed(
                 "app.run plays a lynkeus flow, which argus does not run; write the flow as a macro (cases.macros)"
                     .into(),
@@ -467,26 +451,6 @@ impl<D: Device> Attempt<'_, D> {
             }
         }
     }
-}
-
-/// `app.event`'s parameters as lynkeus hands them to its `see`:
-/// `{...value, event: name, name: undefined}`.
-fn event_params(value: &Value) -> super::see::SeeParams {
-    let mut params: super::see::SeeParams = match value {
-        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect(),
-        _ => Vec::new(),
-    };
-    let name = match value {
-        Value::Object(map) => map.get("name").cloned(),
-        other => Some(other.clone()),
-    };
-    for (key, set) in [("event", name), ("name", None)] {
-        match params.iter_mut().find(|(k, _)| k == key) {
-            Some(entry) => entry.1 = set,
-            None => params.push((key.into(), set)),
-        }
-    }
-    params
 }
 
 #[cfg(test)]

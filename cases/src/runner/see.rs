@@ -44,7 +44,7 @@ fn pathname(url: &str) -> &str {
 
 /// A step's parameters as lynkeus' `see` holds them, in their order; `None`
 /// is a key set to `undefined`.
-pub(super) type SeeParams = Vec<(String, Option<Value>)>;
+type SeeParams = Vec<(String, Option<Value>)>;
 
 /// `app.see`'s value as lynkeus reads it: a string is its `target`.
 fn lynkeus_params(value: &Value) -> SeeParams {
@@ -53,6 +53,26 @@ fn lynkeus_params(value: &Value) -> SeeParams {
         Value::String(_) => vec![("target".into(), Some(value.clone()))],
         _ => Vec::new(),
     }
+}
+
+/// `app.event`'s parameters as lynkeus hands them to its `see`:
+/// `{...value, event: name, name: undefined}`.
+fn event_params(value: &Value) -> SeeParams {
+    let mut params: SeeParams = match value {
+        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect(),
+        _ => Vec::new(),
+    };
+    let name = match value {
+        Value::Object(map) => map.get("name").cloned(),
+        other => Some(other.clone()),
+    };
+    for (key, set) in [("event", name), ("name", None)] {
+        match params.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = set,
+            None => params.push((key.into(), set)),
+        }
+    }
+    params
 }
 
 /// `still there: …` in lynkeus' words: its label of the parameters with
@@ -71,9 +91,28 @@ impl<D: Device> Attempt<'_, D> {
         self.see_as(value, &named).await
     }
 
+    /// `app.event`: an event name, or `{name, props?, absent?, timeoutMs?}`.
+    pub(super) async fn see_event(&mut self, value: &Value) -> StepResult {
+        let check = match value {
+            Value::String(name) => json!({"event": name}),
+            Value::Object(map) => {
+                let mut check = serde_json::Map::new();
+                check.insert("event".into(), map.get("name").cloned().unwrap_or(Value::Null));
+                for key in ["props", "absent", "timeoutMs"] {
+                    if let Some(v) = map.get(key) {
+                        check.insert(key.into(), v.clone());
+                    }
+                }
+                Value::Object(check)
+            }
+            _ => return Err(StepError::Failed("app.event needs an event name".into())),
+        };
+        self.see_as(&check, &event_params(value)).await
+    }
+
     /// `see`, whose `absent` failure names `named`: the parameters as
     /// lynkeus' own `see` was handed them (`app.event` hands it others).
-    pub(super) async fn see_as(&mut self, value: &Value, named: &SeeParams) -> StepResult {
+    async fn see_as(&mut self, value: &Value, named: &SeeParams) -> StepResult {
         let timeout = value.get("timeoutMs").and_then(Value::as_u64).unwrap_or(3_000);
         self.waits(timeout);
         let deadline = Duration::from_millis(timeout);
