@@ -1,5 +1,5 @@
 //! The page source: one XML element per element of a `screen` snapshot,
-//! nested by `parent`, with the attributes the README documents; and XPath
+//! nested by `parent`, with the attributes docs/webdriver.md documents; and XPath
 //! 1.0 over that same document, so that what a client reads in the source is
 //! what its XPath finds.
 //!

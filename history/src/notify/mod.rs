@@ -29,7 +29,7 @@ pub const GITHUB_API: &str = "https://api.github.com";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
-    /// Argus' JSON payload (README, "Be told").
+    /// Argus' JSON payload (docs/teams.md, "Be told").
     #[default]
     Json,
     /// A Slack incoming-webhook message in Block Kit.
