@@ -176,7 +176,10 @@ pub async fn run(args: DemoArgs) -> ExitCode {
     if !args.exit {
         outln!("serving until Ctrl-C; open the dashboard at {dashboard}, or try:");
         outln!("  argus devices --coordinator {url}   argus runs --coordinator {url}");
-        outln!("  an Appium or Selenium client at {} (WebDriver; see docs/webdriver.md)", dashboard.trim_end_matches('/'));
+        outln!(
+            "  an Appium or Selenium client at {} (WebDriver; see docs/webdriver.md)",
+            dashboard.trim_end_matches('/')
+        );
         cancel.cancelled().await;
     }
     cancel.cancel();

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::service::{TlsFileError, TlsIdentity};
+use crate::serve::{TlsFileError, TlsIdentity};
 
 /// Where workers and clients reach gRPC unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7171";

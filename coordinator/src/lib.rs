@@ -4,11 +4,13 @@
 
 mod assembler;
 pub mod config;
+mod grpc;
 pub mod http;
 mod incoming;
+mod jobs;
 pub mod push;
-pub mod service;
+pub mod serve;
 pub mod standby;
 pub mod webhooks;
 
-pub use service::{Options, TlsFileError, TlsIdentity, Tokens, serve, serve_with};
+pub use serve::{Options, TlsFileError, TlsIdentity, Tokens, serve, serve_with};
