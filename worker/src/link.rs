@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tonic::Streaming;
 use tracing::{info, warn};
 
 use crate::driver::{Driver, DriverConfig, DriverEvent, ListenError};
@@ -161,25 +162,85 @@ async fn link(
     attempts: &TaskTracker,
     cancel: &CancellationToken,
 ) -> LinkEnd {
-    let lost = |error: String| LinkEnd::Lost { error, registered: false };
-    let bearer = match Bearer::new(config.token.as_deref()) {
-        Ok(bearer) => bearer,
-        Err(error) => return LinkEnd::Refused(error.to_string()),
+    // Listen for device changes before the snapshot, so that none falls between.
+    let events: Vec<_> = slots.iter().map(|s| s.driver.events()).collect();
+    let (out, mut inbound) = match dial(config, slots, cancel).await {
+        Ok(opened) => opened,
+        Err(end) => return end,
     };
+    let link_cancel = cancel.child_token();
+    let _stop_watchers = link_cancel.clone().drop_guard();
+    let (changed_tx, mut changed) = mpsc::channel::<usize>(256);
+    watch_devices(events, &changed_tx, &link_cancel, attempts);
+    let mut session = Session {
+        slots,
+        attempts,
+        shared: Shared {
+            out: out.clone(),
+            running: Arc::default(),
+            parsed: Arc::default(),
+            calls: LinkCalls::new(out.clone()),
+            changed: changed_tx,
+        },
+        out,
+        heartbeat_every: DEFAULT_HEARTBEAT,
+        heartbeat: tokio::time::interval(DEFAULT_HEARTBEAT),
+        last_heard: tokio::time::Instant::now(),
+        told: slots.iter().map(|s| s.device()).collect(),
+        watching: false,
+        stopping: None,
+        registered: false,
+    };
+    let mut refresh = tokio::time::interval(Duration::from_secs(1));
+    let mut live_tick = tokio::time::interval(LIVE_TICK);
+    live_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        if session.drained() {
+            session.go_away(&mut inbound).await;
+            return LinkEnd::Stopped;
+        }
+        let step = tokio::select! {
+            _ = cancel.cancelled(), if session.stopping.is_none() => {
+                session.stop().await;
+                Ok(())
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)), if session.stopping.is_some() => Ok(()),
+            Some(index) = changed.recv() => session.tell_device(index).await,
+            _ = refresh.tick() => session.refresh().await,
+            _ = live_tick.tick(), if session.watching => session.send_live().await,
+            _ = session.heartbeat.tick() => session.send_heartbeat().await,
+            message = inbound.message() => match message {
+                Ok(Some(message)) => session.on_message(message).await,
+                Ok(None) => Err("the coordinator ended the stream".to_owned()),
+                Err(status) => Err(status.message().to_owned()),
+            },
+        };
+        if let Err(error) = step {
+            return LinkEnd::Lost { error, registered: session.registered };
+        }
+    }
+}
+
+/// Dials the coordinator and registers this worker's devices: the sender
+/// of this link's messages, and the coordinator's.
+async fn dial(
+    config: &WorkerConfig,
+    slots: &[Arc<Slot>],
+    cancel: &CancellationToken,
+) -> Result<(mpsc::Sender<grpc::WorkerMessage>, Streaming<grpc::CoordinatorMessage>), LinkEnd> {
+    let lost = |error: String| LinkEnd::Lost { error, registered: false };
+    let bearer = Bearer::new(config.token.as_deref()).map_err(|error| LinkEnd::Refused(error.to_string()))?;
     let channel = tokio::select! {
-        _ = cancel.cancelled() => return LinkEnd::Stopped,
+        _ = cancel.cancelled() => return Err(LinkEnd::Stopped),
         channel = argus_proto::connect::connect(&config.coordinator, config.tls_ca.as_deref()) => match channel {
             Ok(channel) => channel,
             // What was given cannot be dialled: trying again will not help.
-            Err(error @ argus_proto::connect::ConnectError::Setup(_)) => return LinkEnd::Refused(error.to_string()),
-            Err(error) => return lost(error.to_string()),
+            Err(error @ argus_proto::connect::ConnectError::Setup(_)) => return Err(LinkEnd::Refused(error.to_string())),
+            Err(error) => return Err(lost(error.to_string())),
         },
     };
     let mut client = WorkersClient::with_interceptor(channel, bearer);
-    // Listen for device changes before the snapshot, so that none falls between.
-    let mut events: Vec<_> = slots.iter().map(|s| s.driver.events()).collect();
     let (out, outbound) = mpsc::channel::<grpc::WorkerMessage>(1024);
-    let send = |kind: worker_message::Kind| grpc::WorkerMessage { kind: Some(kind) };
     let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     let register = grpc::Register {
         worker_id_prefix: config.name.clone(),
@@ -188,25 +249,31 @@ async fn link(
         devices: slots.iter().map(|s| s.device()).collect(),
         labels: Default::default(),
     };
-    if out.send(send(worker_message::Kind::Register(register))).await.is_err() {
-        return lost("the outbound stream closed".into());
+    if out.send(message(worker_message::Kind::Register(register))).await.is_err() {
+        return Err(lost("the outbound stream closed".into()));
     }
-    let mut inbound = tokio::select! {
-        _ = cancel.cancelled() => return LinkEnd::Stopped,
+    tokio::select! {
+        _ = cancel.cancelled() => Err(LinkEnd::Stopped),
         linked = client.link(ReceiverStream::new(outbound)) => match linked {
-            Ok(response) => response.into_inner(),
+            Ok(response) => Ok((out, response.into_inner())),
             Err(status) if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) => {
-                return LinkEnd::Refused(status.message().to_owned());
+                Err(LinkEnd::Refused(status.message().to_owned()))
             }
-            Err(status) => return lost(status.message().to_owned()),
+            Err(status) => Err(lost(status.message().to_owned())),
         },
-    };
-    let (changed_tx, mut changed) = mpsc::channel::<usize>(256);
-    let link_cancel = cancel.child_token();
-    let _stop_watchers = link_cancel.clone().drop_guard();
-    for (index, mut rx) in events.drain(..).enumerate() {
-        let changed_tx = changed_tx.clone();
-        let stop = link_cancel.clone();
+    }
+}
+
+/// Tells `changed` the index of each slot whose driver saw its app come,
+/// go or change (navigation aside), until `stop`.
+fn watch_devices(
+    events: Vec<tokio::sync::broadcast::Receiver<DriverEvent>>,
+    changed: &mpsc::Sender<usize>,
+    stop: &CancellationToken,
+    attempts: &TaskTracker,
+) {
+    for (index, mut rx) in events.into_iter().enumerate() {
+        let (changed, stop) = (changed.clone(), stop.clone());
         attempts.spawn(async move {
             loop {
                 tokio::select! {
@@ -214,7 +281,7 @@ async fn link(
                     event = rx.recv() => match event {
                         Ok(DriverEvent::Navigation(_)) => {}
                         Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            if changed_tx.send(index).await.is_err() {
+                            if changed.send(index).await.is_err() {
                                 return;
                             }
                         }
@@ -224,158 +291,175 @@ async fn link(
             }
         });
     }
-    let shared = Shared {
-        out: out.clone(),
-        running: Arc::default(),
-        parsed: Arc::default(),
-        calls: LinkCalls::new(out.clone()),
-        changed: changed_tx.clone(),
-    };
-    let running = shared.running.clone();
-    let mut heartbeat_every = DEFAULT_HEARTBEAT;
-    let mut heartbeat = tokio::time::interval(heartbeat_every);
-    // The coordinator sends a keepalive every heartbeat; three missed and
-    // it is taken for gone (a frozen process, a half-open connection).
-    let mut last_heard = tokio::time::Instant::now();
-    // What the coordinator was last told of each device; a change that no
-    // event announced (an attempt of an earlier link ending) is caught here.
-    let mut told: Vec<grpc::Device> = slots.iter().map(|s| s.device()).collect();
-    let mut refresh = tokio::time::interval(Duration::from_secs(1));
-    // The live view: off until the coordinator says someone watches.
-    let mut watching = false;
-    let mut live_tick = tokio::time::interval(LIVE_TICK);
-    live_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut stopping_leases = false;
-    let mut registered = false;
-    let mut stopping: Option<tokio::time::Instant> = None;
-    let lost = |error: String, registered: bool| LinkEnd::Lost { error, registered };
-    macro_rules! send_or_lost {
-        ($message:expr) => {
-            if out.send($message).await.is_err() {
-                return lost("the coordinator's stream closed".into(), registered);
-            }
-        };
+}
+
+fn message(kind: worker_message::Kind) -> grpc::WorkerMessage {
+    grpc::WorkerMessage { kind: Some(kind) }
+}
+
+/// One registered link's state, and a method per thing that can happen on
+/// it: each inbound message kind, a device's change, a tick. A method's
+/// `Err` is why the link is lost.
+struct Session<'a> {
+    slots: &'a Arc<Vec<Arc<Slot>>>,
+    attempts: &'a TaskTracker,
+    shared: Shared,
+    out: mpsc::Sender<grpc::WorkerMessage>,
+    heartbeat_every: Duration,
+    heartbeat: tokio::time::Interval,
+    /// The coordinator sends a keepalive every heartbeat; three missed and
+    /// it is taken for gone (a frozen process, a half-open connection).
+    last_heard: tokio::time::Instant,
+    /// What the coordinator was last told of each device; a change that no
+    /// event announced (an attempt of an earlier link ending) is caught at
+    /// the next refresh.
+    told: Vec<grpc::Device>,
+    /// The live view: off until the coordinator says someone watches.
+    watching: bool,
+    /// Once told to stop: by when the attempts running must be done.
+    stopping: Option<tokio::time::Instant>,
+    registered: bool,
+}
+
+impl Session<'_> {
+    async fn send(&self, kind: worker_message::Kind) -> Result<(), String> {
+        self.out.send(message(kind)).await.map_err(|_| "the coordinator's stream closed".to_owned())
     }
-    loop {
-        if let Some(deadline) = stopping {
-            let left: Vec<(String, CancellationToken)> =
-                running.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            if left.is_empty() || tokio::time::Instant::now() >= deadline {
-                for (lease_id, stop) in left {
-                    stop.cancel();
-                    let handed_back = grpc::AttemptResult {
-                        lease_id,
-                        infrastructure_failure: true,
-                        error: "the worker stopped before the attempt finished".into(),
-                        ..Default::default()
-                    };
-                    let _ = out.send(send(worker_message::Kind::Attempt(handed_back))).await;
+
+    async fn on_message(&mut self, message: grpc::CoordinatorMessage) -> Result<(), String> {
+        self.last_heard = tokio::time::Instant::now();
+        match message.kind {
+            Some(coordinator_message::Kind::Registered(reply)) => self.on_registered(&reply),
+            Some(coordinator_message::Kind::Lease(lease)) => return self.on_lease(lease).await,
+            Some(coordinator_message::Kind::Drain(drain)) => {
+                // The coordinator leases nothing more to a drained worker
+                // (and may resume it); what runs finishes.
+                info!(reason = %drain.reason, "drained: current attempts finish, the coordinator sends no new ones");
+            }
+            Some(coordinator_message::Kind::Cancel(cancelled)) => self.shared.on_cancel(&cancelled),
+            Some(coordinator_message::Kind::ProjectAnswer(answer)) => self.shared.calls.answered(answer),
+            Some(coordinator_message::Kind::DeviceCall(call)) => {
+                if let Some(refused) = self.shared.on_device_call(self.slots, call, self.attempts) {
+                    return self.send(worker_message::Kind::DeviceAnswer(refused)).await;
                 }
-                let going = grpc::GoingAway { reason: "the worker is stopping".into() };
-                let _ = out.send(send(worker_message::Kind::GoingAway(going))).await;
-                // The coordinator ends the stream once it has read all of
-                // it, GoingAway last; then nothing queued is lost.
-                let drained = async { while let Ok(Some(_)) = inbound.message().await {} };
-                let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
-                return LinkEnd::Stopped;
+            }
+            Some(coordinator_message::Kind::Watch(watch)) => self.on_watch(&watch),
+            Some(coordinator_message::Kind::Keepalive(_)) | None => {}
+        }
+        Ok(())
+    }
+
+    fn on_registered(&mut self, reply: &grpc::Registered) {
+        info!(worker = %reply.worker_id, heartbeat_ms = reply.heartbeat_ms, "registered with the coordinator");
+        self.registered = true;
+        if reply.heartbeat_ms > 0 {
+            self.heartbeat_every = Duration::from_millis(u64::from(reply.heartbeat_ms));
+            self.heartbeat = tokio::time::interval(self.heartbeat_every);
+        }
+    }
+
+    async fn on_lease(&mut self, lease: grpc::Lease) -> Result<(), String> {
+        if self.stopping.is_none() {
+            self.shared.on_lease(self.slots, lease, self.attempts);
+            return Ok(());
+        }
+        // Crossed with this worker's GoingAway: handed back at once.
+        warn!(lease = %lease.lease_id, "stopping: lease handed back");
+        let handed_back = grpc::AttemptResult {
+            lease_id: lease.lease_id,
+            infrastructure_failure: true,
+            error: "the worker is stopping".into(),
+            ..Default::default()
+        };
+        self.send(worker_message::Kind::Attempt(handed_back)).await
+    }
+
+    fn on_watch(&mut self, watch: &grpc::Watch) {
+        if watch.watching && !self.watching {
+            // A new watcher sees every device at once.
+            self.slots.iter().for_each(|slot| slot.live.resend());
+        }
+        self.watching = watch.watching;
+    }
+
+    async fn tell_device(&mut self, index: usize) -> Result<(), String> {
+        let device = self.slots[index].device();
+        self.told[index] = device.clone();
+        self.send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) })).await
+    }
+
+    /// Tells what changed unannounced, and gives up on a silent coordinator.
+    async fn refresh(&mut self) -> Result<(), String> {
+        for index in 0..self.slots.len() {
+            if self.slots[index].device() != self.told[index] {
+                self.tell_device(index).await?;
             }
         }
-        tokio::select! {
-            _ = cancel.cancelled(), if stopping.is_none() => {
-                // Told first, so that the coordinator leases nothing more
-                // while what runs finishes.
-                let notice = grpc::Stopping { reason: "the worker is stopping".into() };
-                let _ = out.send(send(worker_message::Kind::Stopping(notice))).await;
-                let n = running.lock().len();
-                info!(attempts = n, deadline_s = DRAIN_DEADLINE.as_secs(), "stopping: running attempts finish first, no new ones start");
-                stopping = Some(tokio::time::Instant::now() + DRAIN_DEADLINE);
-                stopping_leases = true;
+        if self.last_heard.elapsed() > self.heartbeat_every * 3 {
+            return Err(format!("the coordinator went silent for {} s", self.last_heard.elapsed().as_secs()));
+        }
+        Ok(())
+    }
+
+    async fn send_live(&mut self) -> Result<(), String> {
+        let now = std::time::Instant::now();
+        for slot in self.slots.iter() {
+            // A device without its app is shown as it was left.
+            if slot.driver.connected() && slot.live.read_due(now) {
+                read_for_live(slot.clone(), self.attempts);
             }
-            _ = tokio::time::sleep(Duration::from_millis(100)), if stopping.is_some() => {}
-            Some(index) = changed.recv() => {
-                let device = slots[index].device();
-                told[index] = device.clone();
-                send_or_lost!(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) })));
-            }
-            _ = refresh.tick() => {
-                for (index, slot) in slots.iter().enumerate() {
-                    let device = slot.device();
-                    if device != told[index] {
-                        told[index] = device.clone();
-                        send_or_lost!(send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) })));
-                    }
-                }
-                if last_heard.elapsed() > heartbeat_every * 3 {
-                    return lost(format!("the coordinator went silent for {} s", last_heard.elapsed().as_secs()), registered);
-                }
-            }
-            _ = live_tick.tick(), if watching => {
-                let now = std::time::Instant::now();
-                for slot in slots.iter() {
-                    // A device without its app is shown as it was left.
-                    if slot.driver.connected() && slot.live.read_due(now) {
-                        read_for_live(slot.clone(), attempts);
-                    }
-                    if let Some(live) = slot.live.take(&slot.config.name) {
-                        send_or_lost!(send(worker_message::Kind::Live(live)));
-                    }
-                }
-            }
-            _ = heartbeat.tick() => {
-                let lease_ids: Vec<String> = running.lock().keys().cloned().collect();
-                send_or_lost!(send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids })));
-            }
-            message = inbound.message() => {
-                let message = match message {
-                    Ok(Some(message)) => message,
-                    Ok(None) => return lost("the coordinator ended the stream".into(), registered),
-                    Err(status) => return lost(status.message().to_owned(), registered),
-                };
-                last_heard = tokio::time::Instant::now();
-                match message.kind {
-                    Some(coordinator_message::Kind::Registered(reply)) => {
-                        info!(worker = %reply.worker_id, heartbeat_ms = reply.heartbeat_ms, "registered with the coordinator");
-                        registered = true;
-                        if reply.heartbeat_ms > 0 {
-                            heartbeat_every = Duration::from_millis(u64::from(reply.heartbeat_ms));
-                            heartbeat = tokio::time::interval(heartbeat_every);
-                        }
-                    }
-                    Some(coordinator_message::Kind::Lease(lease)) if !stopping_leases => shared.on_lease(slots, lease, attempts),
-                    Some(coordinator_message::Kind::Lease(lease)) => {
-                        // Crossed with this worker's GoingAway: handed back at once.
-                        warn!(lease = %lease.lease_id, "stopping: lease handed back");
-                        let handed_back = grpc::AttemptResult {
-                            lease_id: lease.lease_id,
-                            infrastructure_failure: true,
-                            error: "the worker is stopping".into(),
-                            ..Default::default()
-                        };
-                        send_or_lost!(send(worker_message::Kind::Attempt(handed_back)));
-                    }
-                    Some(coordinator_message::Kind::Drain(drain)) => {
-                        // The coordinator leases nothing more to a drained
-                        // worker (and may resume it); what runs finishes.
-                        info!(reason = %drain.reason, "drained: current attempts finish, the coordinator sends no new ones");
-                    }
-                    Some(coordinator_message::Kind::Cancel(cancelled)) => shared.on_cancel(&cancelled),
-                    Some(coordinator_message::Kind::ProjectAnswer(answer)) => shared.calls.answered(answer),
-                    Some(coordinator_message::Kind::DeviceCall(call)) => {
-                        if let Some(refused) = shared.on_device_call(slots, call, attempts) {
-                            send_or_lost!(send(worker_message::Kind::DeviceAnswer(refused)));
-                        }
-                    }
-                    Some(coordinator_message::Kind::Watch(watch)) => {
-                        if watch.watching && !watching {
-                            // A new watcher sees every device at once.
-                            slots.iter().for_each(|slot| slot.live.resend());
-                        }
-                        watching = watch.watching;
-                    }
-                    Some(coordinator_message::Kind::Keepalive(_)) | None => {}
-                }
+            if let Some(live) = slot.live.take(&slot.config.name) {
+                self.send(worker_message::Kind::Live(live)).await?;
             }
         }
+        Ok(())
+    }
+
+    async fn send_heartbeat(&mut self) -> Result<(), String> {
+        let lease_ids: Vec<String> = self.shared.running.lock().keys().cloned().collect();
+        self.send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids })).await
+    }
+
+    /// Told to stop: the coordinator is told first, so that it leases
+    /// nothing more while what runs finishes.
+    async fn stop(&mut self) {
+        let notice = grpc::Stopping { reason: "the worker is stopping".into() };
+        let _ = self.send(worker_message::Kind::Stopping(notice)).await;
+        let n = self.shared.running.lock().len();
+        info!(
+            attempts = n,
+            deadline_s = DRAIN_DEADLINE.as_secs(),
+            "stopping: running attempts finish first, no new ones start"
+        );
+        self.stopping = Some(tokio::time::Instant::now() + DRAIN_DEADLINE);
+    }
+
+    /// Stopping, and every attempt is done or out of time.
+    fn drained(&self) -> bool {
+        self.stopping
+            .is_some_and(|deadline| self.shared.running.lock().is_empty() || tokio::time::Instant::now() >= deadline)
+    }
+
+    /// Hands back what still runs, says `GoingAway`, and waits (briefly)
+    /// for the coordinator to end the stream once it has read all of it,
+    /// GoingAway last: then nothing queued is lost.
+    async fn go_away(&self, inbound: &mut Streaming<grpc::CoordinatorMessage>) {
+        let left: Vec<(String, CancellationToken)> =
+            self.shared.running.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (lease_id, stop) in left {
+            stop.cancel();
+            let handed_back = grpc::AttemptResult {
+                lease_id,
+                infrastructure_failure: true,
+                error: "the worker stopped before the attempt finished".into(),
+                ..Default::default()
+            };
+            let _ = self.send(worker_message::Kind::Attempt(handed_back)).await;
+        }
+        let going = grpc::GoingAway { reason: "the worker is stopping".into() };
+        let _ = self.send(worker_message::Kind::GoingAway(going)).await;
+        let drained = async { while let Ok(Some(_)) = inbound.message().await {} };
+        let _ = tokio::time::timeout(Duration::from_secs(2), drained).await;
     }
 }
 
