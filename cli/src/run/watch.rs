@@ -1,396 +1,21 @@
-//! `argus run`: a suite on the grid. The suite is checked here before it is
-//! sent; progress streams back; the run directory and JUnit are written
-//! here; the exit code says how it went (0 passed, 1 a case failed, 2 the
-//! suite, the connection or the fleet could not run it).
+//! Following a run to its end: the devices waited for, the updates
+//! streamed (and streamed again after a lost connection), a signal
+//! cancelling the run, the run directory, JUnit and the exit code.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use argus_cases::format::label;
 use argus_cases::report::{RunDir, junit_muted};
-use argus_cases::runner::{LocalProject, needs_project};
-use argus_cases::{CaseError, CasesConfig};
+use argus_cases::runner::LocalProject;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use tokio_util::sync::CancellationToken;
 
-use crate::cases::{OutputArgs, check_fixtures, load_suite, report};
-use crate::grid::{SlotArgs, Target, channel, print_slots, start_local};
+use crate::grid::{Target, channel};
 use crate::progress::Progress;
 
-#[derive(clap::Args)]
-pub struct RunArgs {
-    /// Case files or directories (default: the configured cases directory).
-    paths: Vec<PathBuf>,
-    /// The coordinator's gRPC URL, or several separated by commas (an
-    /// active coordinator and its standbys); without it, `--ports` runs a
-    /// grid in this process.
-    #[arg(long, env = "ARGUS_COORDINATOR")]
-    coordinator: Option<String>,
-    /// The configuration file (default: argus.toml here, when there is one):
-    /// its [client] table (coordinator, token, tls_ca, project).
-    #[arg(long, env = "ARGUS_CONFIG", value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Print the client's settings in effect and where each came from
-    /// (secrets hidden), then exit.
-    #[arg(long)]
-    print_config: bool,
-    /// The coordinator's client token, if it requires one.
-    #[arg(long, env = "ARGUS_CLIENT_TOKEN", hide_env_values = true)]
-    token: Option<String>,
-    /// The client token read from a file (only its owner and group may read
-    /// it), in place of --token.
-    #[arg(long, env = "ARGUS_CLIENT_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    /// The CA certificate (PEM) of an https:// coordinator, if private.
-    #[arg(long, env = "ARGUS_TLS_CA")]
-    tls_ca: Option<PathBuf>,
-    /// Only devices of this platform.
-    #[arg(long = "on-platform", env = "ARGUS_ON_PLATFORM", value_name = "PLATFORM")]
-    selector_platform: Option<String>,
-    /// Only devices with this label: `--label os=17` (repeatable).
-    #[arg(long = "label", env = "ARGUS_LABELS", value_delimiter = ',', value_parser = parse_label, value_name = "K=V")]
-    labels: Vec<(String, String)>,
-    /// Only devices whose app says this name in its hello.
-    #[arg(long, env = "ARGUS_APP")]
-    app: Option<String>,
-    /// How many times a failed case runs again.
-    #[arg(long, env = "ARGUS_RETRIES", default_value_t = 1)]
-    retries: u32,
-    /// No retries.
-    #[arg(long, conflicts_with = "retries")]
-    once: bool,
-    /// This run's share of the fleet against other runs (1-100).
-    #[arg(long, env = "ARGUS_PRIORITY", default_value_t = 1)]
-    priority: u32,
-    /// Submit the run and return: it goes on without this client (a run
-    /// that is not detached is cancelled when its client goes away). A
-    /// suite with fixture or exec steps cannot be detached: they run here.
-    #[arg(long, env = "ARGUS_DETACH")]
-    detach: bool,
-    /// Do not start the project's fixtures command here. Cases with a
-    /// fixture, `assert` or `exec` step are then refused (exit 2), each named.
-    #[arg(long, env = "ARGUS_NO_FIXTURES")]
-    no_fixtures: bool,
-    /// If the coordinator stops answering, dial it again for this long (in
-    /// seconds) and resume watching where the run was.
-    #[arg(long, env = "ARGUS_RECONNECT_FOR", default_value_t = 120.0, value_name = "SECONDS")]
-    reconnect_for: f64,
-    /// When no device can take the run's cases (all matching devices
-    /// quarantined, drained or gone), wait this long (in seconds) for one,
-    /// then cancel the run and exit 2.
-    #[arg(long, env = "ARGUS_WAIT_FOR_DEVICES", default_value_t = 300.0, value_name = "SECONDS")]
-    wait_for_devices: f64,
-    /// The project the run is filed under in the history (default: the
-    /// name of the folder it runs from).
-    #[arg(long, env = "ARGUS_PROJECT")]
-    project: Option<String>,
-    /// Run again the cases that failed in this run, from the case files it
-    /// was submitted with (kept by the coordinator, whatever the files here
-    /// say now), on its devices' selector unless --on-platform, --label or
-    /// --app say otherwise. Muted cases that failed only with --rerun-muted.
-    #[arg(long, value_name = "RUN_ID", conflicts_with = "paths")]
-    rerun_failed: Option<String>,
-    /// With --rerun-failed: muted cases that failed run again too.
-    #[arg(long, requires = "rerun_failed")]
-    rerun_muted: bool,
-    #[command(flatten)]
-    output: OutputArgs,
-    /// Local grid: how long to wait for the first device, in seconds.
-    #[arg(long, env = "ARGUS_ATTACH_TIMEOUT", default_value_t = 15.0, value_name = "SECONDS")]
-    attach_timeout: f64,
-    #[command(flatten)]
-    slots: SlotArgs,
-}
-
-fn parse_label(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("{text:?}: a label is key=value")),
-    }
-}
-
-fn usage(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("argus run: {message}");
-    ExitCode::from(2)
-}
-
-/// The branch and commit: from the usual CI variables, else from git.
-pub fn git_info() -> (String, String) {
-    let env = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    let branch = env(&[
-        "GITHUB_HEAD_REF",
-        "GITHUB_REF_NAME",
-        "CI_COMMIT_REF_NAME",
-        "BUILDKITE_BRANCH",
-        "CIRCLE_BRANCH",
-        "BRANCH_NAME",
-    ])
-    .or_else(|| git(&["rev-parse", "--abbrev-ref", "HEAD"]))
-    .unwrap_or_default();
-    let commit = env(&["GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT"])
-        .or_else(|| git(&["rev-parse", "HEAD"]))
-        .unwrap_or_default();
-    (branch, commit)
-}
-
-pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
-    // The connection and the project come in layers: flags, variables, the
-    // [client] table of argus.toml.
-    let given = crate::settings::ClientGiven {
-        coordinator: args.coordinator.clone(),
-        token: args.token.clone(),
-        token_file: args.token_file.clone(),
-        tls_ca: args.tls_ca.clone(),
-        project: args.project.clone(),
-    };
-    let loaded = match crate::settings::load::<crate::settings::ClientSettings>(
-        "run",
-        "client",
-        args.config.as_deref(),
-        &given,
-        matches,
-        &[],
-    ) {
-        Ok(loaded) => loaded,
-        Err(error) => return usage(error),
-    };
-    if args.print_config {
-        crate::settings::print(&loaded);
-        return ExitCode::SUCCESS;
-    }
-    let client = match loaded.settings.with_secret_file() {
-        Ok(client) => client,
-        Err(error) => return usage(error),
-    };
-    (args.coordinator, args.token, args.tls_ca, args.project) =
-        (client.coordinator, client.token, client.tls_ca, client.project);
-    let (request, project) = match &args.rerun_failed {
-        Some(of) => match rerun_request(&args, of) {
-            Ok(rerun) => rerun,
-            Err(code) => return code,
-        },
-        None => match local_request(&args).await {
-            Ok(local) => local,
-            Err(code) => return code,
-        },
-    };
-    let seconds = |value: f64, flag: &str| {
-        Duration::try_from_secs_f64(value).map_err(|_| format!("{flag} takes a number of seconds, not {value}"))
-    };
-    let watch =
-        match (seconds(args.reconnect_for, "--reconnect-for"), seconds(args.wait_for_devices, "--wait-for-devices")) {
-            (Ok(reconnect_for), Ok(wait_for_devices)) => WatchOptions { reconnect_for, wait_for_devices },
-            (Err(error), _) | (_, Err(error)) => return usage(error),
-        };
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    // A local grid's coordinator and worker, waited for once the run ends.
-    let local = tokio_util::task::TaskTracker::new();
-    let mut local_dir = None;
-    let url = match (&args.coordinator, &args.slots.ports) {
-        (Some(url), _) => url.clone(),
-        (None, Some(_)) => {
-            let dir = std::env::temp_dir().join(format!("argus-run-{}", std::process::id()));
-            let _ = std::fs::create_dir_all(&dir);
-            local_dir = Some(LocalDir(dir.clone()));
-            let database = format!("sqlite:{}", dir.join("argus.db").display());
-            print_slots(&args.slots.slots());
-            let listen = "127.0.0.1:0".parse().expect("an address");
-            match start_local(&database, &dir.join("artifacts"), listen, None, &args.slots, &cancel, &local).await {
-                Ok(url) => {
-                    let Ok(wait) = Duration::try_from_secs_f64(args.attach_timeout) else {
-                        return usage("--attach-timeout takes a positive number of seconds");
-                    };
-                    if let Err(error) = wait_for_devices(&Target::plain(&url), 1, wait).await {
-                        return usage(error);
-                    }
-                    url
-                }
-                Err(error) => return usage(error),
-            }
-        }
-        (None, None) => return usage("give --coordinator URL, or --ports 8123-8126 to run a grid in this process"),
-    };
-    let target = Target { url, token: args.token.clone(), ca: args.tls_ca.clone() };
-    let outputs = (args.output.out.as_deref(), args.output.junit.as_deref());
-    let code = execute(&target, request, project.clone(), outputs.0, outputs.1, &watch).await;
-    if let Some(project) = project {
-        project.close().await;
-    }
-    cancel.cancel();
-    crate::grid::stop_local(local).await;
-    drop(local_dir);
-    code
-}
-
-/// A local grid's folder (its database and the pictures of its runs):
-/// removed once the run is over, as what the run keeps was written to
-/// `--out` (every `argus run --ports` left one in the temporary folder).
-struct LocalDir(std::path::PathBuf);
-
-impl Drop for LocalDir {
-    fn drop(&mut self) {
-        if let Err(error) = std::fs::remove_dir_all(&self.0)
-            && error.kind() != std::io::ErrorKind::NotFound
-        {
-            eprintln!("argus run: cannot remove the local grid's folder {}: {error}", self.0.display());
-        }
-    }
-}
-
-/// A run of the suite here: its case files and configuration, and the
-/// project's side (fixtures, exec) when its cases need one.
-async fn local_request(args: &RunArgs) -> Result<(grpc::SubmitRequest, Option<Arc<LocalProject>>), ExitCode> {
-    let (cases_config, suite) = match load_suite(&args.paths) {
-        Ok(loaded) => loaded,
-        Err(errors) => return Err(report(&errors)),
-    };
-    let cases = &suite.cases;
-    // Fixtures and exec commands run here, where the suite and its
-    // credentials are; the workers relay each call to this process.
-    let project_steps: Vec<CaseError> = cases
-        .iter()
-        .flat_map(|case| {
-            case.all_steps().filter(|step| needs_project(step, &cases_config)).map(move |step| {
-                CaseError::new(
-                    &case.file,
-                    Some(step.line),
-                    format!("{}: `{}` runs on the project's side (fixtures or exec)", case.id, label(step)),
-                )
-            })
-        })
-        .collect();
-    let project = if project_steps.is_empty() {
-        None
-    } else if args.no_fixtures || args.detach {
-        let why = if args.no_fixtures { "--no-fixtures" } else { "a detached run" };
-        for step in &project_steps {
-            eprintln!("{step}");
-        }
-        eprintln!(
-            "the suite was refused: with {why} nothing serves fixtures and exec steps; {} step{} need{} them",
-            project_steps.len(),
-            if project_steps.len() == 1 { "" } else { "s" },
-            if project_steps.len() == 1 { "s" } else { "" }
-        );
-        return Err(ExitCode::from(2));
-    } else {
-        let project = Arc::new(LocalProject::of(&cases_config));
-        if let Err(code) = check_fixtures(&project, cases, &cases_config).await {
-            project.close().await;
-            return Err(code);
-        }
-        Some(project)
-    };
-    let Ok(cwd) = std::env::current_dir() else { return Err(usage("cannot read the current directory")) };
-    let files: BTreeSet<&str> = cases.iter().map(|c| c.file.as_str()).collect();
-    let mut sources = Vec::new();
-    for file in files {
-        match std::fs::read_to_string(suite.path_of(file)) {
-            Ok(source) => sources.push(grpc::CaseFile { path: file.to_owned(), source }),
-            Err(error) => return Err(usage(format!("{file}: {error}"))),
-        }
-    }
-    let config = match CasesConfig::section_json(&cwd, std::env::var("LYNKEUS_CONFIG").ok().as_deref()) {
-        Ok(config) => config,
-        Err(error) => return Err(usage(error)),
-    };
-    let (branch, commit) = git_info();
-    let request = grpc::SubmitRequest {
-        cases: sources,
-        config_json: config.to_string(),
-        selector: Some(selector(args)),
-        retries: if args.once { 0 } else { args.retries },
-        project: args.project.clone().unwrap_or_else(crate::cases::default_project),
-        branch,
-        commit,
-        trigger: trigger(),
-        priority: args.priority,
-        detach: args.detach,
-        rerun_failed_of: String::new(),
-        rerun_muted: false,
-        testowners: testowners(&cwd)?,
-    };
-    Ok((request, project))
-}
-
-/// A run of the cases that failed in run `of`, from the files that run was
-/// submitted with (the coordinator has them); selector, project, branch
-/// and commit are that run's unless given here. The project's side is
-/// served from here, as for any run.
-fn rerun_request(args: &RunArgs, of: &str) -> Result<(grpc::SubmitRequest, Option<Arc<LocalProject>>), ExitCode> {
-    let project = if args.no_fixtures || args.detach {
-        None
-    } else {
-        let Ok(cwd) = std::env::current_dir() else { return Err(usage("cannot read the current directory")) };
-        match CasesConfig::load(&cwd, std::env::var("LYNKEUS_CONFIG").ok().as_deref()) {
-            Ok(config) => Some(Arc::new(LocalProject::of(&config))),
-            Err(error) => return Err(report(&[error])),
-        }
-    };
-    let (branch, commit) = git_info();
-    let given = selector(args);
-    let Ok(cwd) = std::env::current_dir() else { return Err(usage("cannot read the current directory")) };
-    let request = grpc::SubmitRequest {
-        selector: Some(given),
-        retries: if args.once { 0 } else { args.retries },
-        project: args.project.clone().unwrap_or_default(),
-        branch,
-        commit,
-        trigger: trigger(),
-        priority: args.priority,
-        detach: args.detach,
-        rerun_failed_of: of.to_owned(),
-        rerun_muted: args.rerun_muted,
-        testowners: testowners(&cwd)?,
-        ..Default::default()
-    };
-    Ok((request, project))
-}
-
-/// The project's TESTOWNERS (here, where the project runs from), checked
-/// as the coordinator will; empty when there is none.
-fn testowners(project: &std::path::Path) -> Result<String, ExitCode> {
-    let path = project.join(argus_cases::owners::FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(error) => return Err(usage(format!("{}: {error}", path.display()))),
-    };
-    if let Err(problems) = argus_cases::owners::Owners::parse(&text) {
-        for problem in &problems {
-            eprintln!("{problem}");
-        }
-        return Err(usage(format!("{}: fix it, or remove it to run without owners", path.display())));
-    }
-    Ok(text)
-}
-
-/// The devices the flags ask for (empty: any, or a rerun's own).
-fn selector(args: &RunArgs) -> grpc::Selector {
-    grpc::Selector {
-        platform: args.selector_platform.clone().unwrap_or_default(),
-        labels: args.labels.iter().cloned().collect(),
-        app: args.app.clone().unwrap_or_default(),
-    }
-}
-
-/// Who started the run: the CI job, else `argus run`.
-fn trigger() -> String {
-    std::env::var("GITHUB_RUN_ID").map(|id| format!("github run {id}")).unwrap_or_else(|_| "argus run".into())
-}
+use super::*;
 
 /// How `argus run` rides out a lost coordinator and a fleet with no device.
 #[derive(Debug, Clone)]
@@ -408,7 +33,7 @@ impl Default for WatchOptions {
 /// What stops a watching client from outside: Ctrl-C, SIGTERM (what CI
 /// sends on a timeout or a cancelled job), SIGHUP (a closed terminal).
 /// Resolves to the signal's exit code.
-async fn stop_signal() -> u8 {
+pub(super) async fn stop_signal() -> u8 {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -661,7 +286,7 @@ pub async fn execute(
 /// What `argus run` keeps while it watches a run, and what it does with
 /// each update: progress, the run directory's lines and files, retries
 /// taken back, and how long no device could take the run's cases.
-struct RunWatch<'a> {
+pub(super) struct RunWatch<'a> {
     progress: Progress,
     run_dir: Option<RunDir>,
     /// Where the run directory is, for the files each line names.
@@ -674,7 +299,7 @@ struct RunWatch<'a> {
 }
 
 /// Whether the run goes on after an update.
-enum Flow {
+pub(super) enum Flow {
     Going,
     Ended(RunManifest),
 }
@@ -772,7 +397,7 @@ impl RunWatch<'_> {
 /// Fetches the screenshots and films `line` names into the run directory
 /// `root`, where its paths point. A file that cannot be fetched is said on
 /// stderr; the run goes on.
-async fn fetch_files<S>(client: &mut RunsClient<S>, run_id: &str, root: &std::path::Path, line: &RunCase)
+pub(super) async fn fetch_files<S>(client: &mut RunsClient<S>, run_id: &str, root: &std::path::Path, line: &RunCase)
 where
     S: tonic::client::GrpcService<tonic::body::Body>,
     S::Error: Into<tonic::codegen::StdError>,
@@ -798,14 +423,14 @@ where
 }
 
 /// Why watching stopped before the run did.
-enum Stop {
+pub(super) enum Stop {
     Signal(u8),
     Failed(String),
 }
 
 /// A status that a new watch may get past: the coordinator restarting, the
 /// network, a watch that fell behind.
-fn resumable(status: &tonic::Status) -> bool {
+pub(super) fn resumable(status: &tonic::Status) -> bool {
     use tonic::Code;
     matches!(
         status.code(),
@@ -820,7 +445,7 @@ type Runs =
 /// Watches the run after `last_seq`, dialing again with backoff (printed)
 /// for up to `options.reconnect_for`. With several coordinators (`a,b`),
 /// each try dials whichever of them serves: a standby that took over.
-async fn watch_again(
+pub(super) async fn watch_again(
     client: &mut Runs,
     target: &Target,
     run_id: &str,
@@ -881,7 +506,12 @@ async fn watch_again(
 
 /// Stopped from outside: the run is cancelled (nobody would read it), and
 /// the exit code is the signal's.
-async fn cancel_and_exit<S>(client: &mut RunsClient<S>, run_id: &str, progress: &mut Progress, code: u8) -> ExitCode
+pub(super) async fn cancel_and_exit<S>(
+    client: &mut RunsClient<S>,
+    run_id: &str,
+    progress: &mut Progress,
+    code: u8,
+) -> ExitCode
 where
     S: tonic::client::GrpcService<tonic::body::Body>,
     S::Error: Into<tonic::codegen::StdError>,
@@ -899,22 +529,4 @@ where
         ),
     }
     ExitCode::from(code)
-}
-
-fn print_line(line: &RunCase, device: &str) {
-    let seconds = line.ms as f64 / 1000.0;
-    let retry = if line.attempt > 1 { format!(" (attempt {})", line.attempt) } else { String::new() };
-    match line.result {
-        CaseResult::Passed => outln!("✓ {}{retry}  {seconds:.1}s  {device}", line.id),
-        CaseResult::Failed => {
-            outln!("✗ {}{retry}  {seconds:.1}s  {device}", line.id);
-            if let Some(step) = line.steps.iter().find(|s| s.error.is_some()) {
-                outln!("    {}: {}", step.step, step.error.as_deref().unwrap_or(""));
-            }
-        }
-        CaseResult::Unsupported => {
-            let why = line.steps.iter().find_map(|s| s.error.as_deref()).unwrap_or("unsupported");
-            outln!("∅ {}{retry}  cannot run on {device}: {why}", line.id);
-        }
-    }
 }
