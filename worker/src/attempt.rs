@@ -39,29 +39,54 @@ pub(crate) fn attempt_outcome(result: &grpc::AttemptResult) -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Case files read once per run: every lease of a file carries its text,
-/// and a matrix of hundreds of cases must not be read again for each one
-/// (nor by each of the first leases that arrive together). Each lease
-/// builds its own case only.
+/// Case files and a run's configuration read once per run: every lease of
+/// a file carries its text and its run's configuration, and a matrix of
+/// hundreds of cases must not be read again for each one (nor by each of
+/// the first leases that arrive together). Each lease builds its own case
+/// only.
 #[derive(Default)]
-pub(crate) struct ParsedFiles(Mutex<HashMap<RunFile, Arc<ParsedFile>>>);
+pub(crate) struct ParsedFiles {
+    files: Mutex<HashMap<RunFile, Arc<ParsedFile>>>,
+    configs: Mutex<HashMap<String, Arc<ParsedConfig>>>,
+}
 
 /// A run's id and a case file's path.
 type RunFile = (String, String);
 type ParsedFile = tokio::sync::OnceCell<Result<CaseFile, String>>;
+type ParsedConfig = tokio::sync::OnceCell<Result<CasesConfig, String>>;
+
+/// Takes the cell of `key`, starting the map over beyond `limit` entries.
+fn cell_of<K: std::hash::Hash + Eq, V: Default>(map: &Mutex<HashMap<K, Arc<V>>>, key: K, limit: usize) -> Arc<V> {
+    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() >= limit {
+        map.clear();
+    }
+    map.entry(key).or_default().clone()
+}
 
 impl ParsedFiles {
-    /// Files kept; beyond it the cache starts over.
+    /// Files (and runs' configurations) kept; beyond it the cache starts over.
     const FILES: usize = 256;
 
+    /// The lease's case and its run's configuration.
+    async fn of(&self, lease: &grpc::Lease) -> Result<(Case, CasesConfig), String> {
+        Ok((self.case(lease).await?, self.config(lease).await?))
+    }
+
+    async fn config(&self, lease: &grpc::Lease) -> Result<CasesConfig, String> {
+        let cell = cell_of(&self.configs, lease.run_id.clone(), Self::FILES);
+        let parsed = cell
+            .get_or_init(|| async {
+                let value: serde_json::Value = serde_json::from_str(&lease.config_json)
+                    .map_err(|error| format!("the lease's case configuration is not JSON: {error}"))?;
+                CasesConfig::from_json(&value, Path::new(".")).map_err(|error| error.to_string())
+            })
+            .await;
+        parsed.clone()
+    }
+
     async fn case(&self, lease: &grpc::Lease) -> Result<Case, String> {
-        let cell = {
-            let mut files = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            if files.len() >= Self::FILES {
-                files.clear();
-            }
-            files.entry((lease.run_id.clone(), lease.case_file.clone())).or_default().clone()
-        };
+        let cell = cell_of(&self.files, (lease.run_id.clone(), lease.case_file.clone()), Self::FILES);
         let parsed = cell
             .get_or_init(|| async { CaseFile::parse(&lease.case_source, &lease.case_file).map_err(|e| e.to_string()) })
             .await;
@@ -110,6 +135,24 @@ struct Between {
     after: u64,
 }
 
+impl Between {
+    /// The debug line a benchmark sums per device (`argus_worker::between`).
+    fn log(&self, slot: &str) {
+        debug!(
+            target: "argus_worker::between",
+            slot = %slot,
+            hook_ms = self.hook,
+            attach_ms = self.attach,
+            reset_ms = self.reset,
+            settle_ms = self.settle,
+            health_start_ms = self.health_start,
+            health_end_ms = self.health_end,
+            after_ms = self.after,
+            "where the device's time went around the attempt"
+        );
+    }
+}
+
 fn ms_since(at: Instant) -> u64 {
     at.elapsed().as_millis() as u64
 }
@@ -129,17 +172,9 @@ pub(crate) async fn run(
         error,
         ..Default::default()
     };
-    let case = match parsed.case(lease).await {
-        Ok(case) => case,
+    let (case, config) = match parsed.of(lease).await {
+        Ok(parsed) => parsed,
         Err(error) => return infra(error),
-    };
-    let config_value: serde_json::Value = match serde_json::from_str(&lease.config_json) {
-        Ok(value) => value,
-        Err(error) => return infra(format!("the lease's case configuration is not JSON: {error}")),
-    };
-    let config = match CasesConfig::from_json(&config_value, Path::new(".")) {
-        Ok(config) => config,
-        Err(error) => return infra(error.to_string()),
     };
     // Fixtures and exec commands run where the suite lives: the run's
     // client, reached through the coordinator.
@@ -161,9 +196,6 @@ pub(crate) async fn run(
     // The attempt's screenshots and film are written here, shipped with its
     // result, and removed with the folder.
     let files = AttemptFiles::new();
-    let camera = slot.config.hooks.screenshot.as_ref().map(|command| {
-        Arc::new(HookCamera { command: command.clone(), placeholders: placeholders.clone() }) as Arc<dyn Camera>
-    });
     let hooks = &slot.config.hooks;
     let recording = hooks
         .record
@@ -173,19 +205,7 @@ pub(crate) async fn run(
         .log
         .as_ref()
         .and_then(|command| DeviceLog::of_attempt(command, &placeholders, files.root(), &case.id, lease.attempt));
-    let context = RunContext {
-        config: CasesConfig { fixtures: None, ..config },
-        project: Arc::new(project),
-        collect_events: true,
-        keep_going: false,
-        pictures: Some(Pictures {
-            root: files.root().into(),
-            every_step: false,
-            camera,
-            film_started: recording.as_ref().map(|r| r.started),
-        }),
-        observe: slot.config.observe,
-    };
+    let context = context(slot, config, project, &files, &placeholders, recording.as_ref());
     let watched = Watched { device: driver, live: &slot.live };
     // Read outside the steps' time: while the app settles, done before the
     // first step, and after the last step.
@@ -220,21 +240,7 @@ pub(crate) async fn run(
     between.settle = attempt.extra.get(PREPARE_MS).and_then(serde_json::Value::as_u64).unwrap_or(0);
     // The hook, the wait for the app and the reset readied the device too.
     attempt.extra.insert(PREPARE_MS.into(), (between.settle + prepared_ms).into());
-    if let Some(observed) = observed.as_mut() {
-        keep_crashes(&mut attempt, observed);
-        let label = |keys: &[&str]| keys.iter().find_map(|k| slot.config.labels.get(*k)).cloned().unwrap_or_default();
-        observed.device_model = label(&["model"]);
-        observed.os_version = label(&["platformVersion", "os", "osVersion"]);
-    }
-    if let Some(recording) = recording {
-        film(&mut attempt, recording).await;
-    }
-    if let Some(log) = device_log
-        && log.stop().await
-    {
-        let path = argus_proto::artifacts::log_path(&attempt.id, attempt.attempt);
-        attempt.extra.insert(argus_proto::artifacts::LOG_KEY.into(), path.into());
-    }
+    keep_what_was_seen(slot, &mut attempt, observed.as_mut(), recording, device_log).await;
     let link_note = match verdict {
         Verdict::RunAgain(why) => {
             warn!(%why, "the attempt proves nothing about the case; it runs again");
@@ -251,18 +257,7 @@ pub(crate) async fn run(
     if let Some(note) = &link_note {
         warn!(%note, "the app's link was flaky; the attempt stands");
     }
-    debug!(
-        target: "argus_worker::between",
-        slot = %slot.config.name,
-        hook_ms = between.hook,
-        attach_ms = between.attach,
-        reset_ms = between.reset,
-        settle_ms = between.settle,
-        health_start_ms = between.health_start,
-        health_end_ms = between.health_end,
-        after_ms = between.after,
-        "where the device's time went around the attempt"
-    );
+    between.log(&slot.config.name);
     grpc::AttemptResult {
         lease_id: lease.lease_id.clone(),
         run_case_json: attempt.to_line(),
@@ -271,6 +266,35 @@ pub(crate) async fn run(
         lease_to_first_call_us,
         observed,
         health,
+    }
+}
+
+/// What the runner is given for the attempt: the run's configuration (its
+/// fixtures are the client's), the project's side through the coordinator,
+/// the pictures' folder, the slot's screenshot hook and the film's start.
+fn context(
+    slot: &Slot,
+    config: CasesConfig,
+    project: RelayedProject,
+    files: &AttemptFiles,
+    placeholders: &[crate::slots::Placeholder],
+    recording: Option<&Recording>,
+) -> RunContext {
+    let camera = slot.config.hooks.screenshot.as_ref().map(|command| {
+        Arc::new(HookCamera { command: command.clone(), placeholders: placeholders.to_vec() }) as Arc<dyn Camera>
+    });
+    RunContext {
+        config: CasesConfig { fixtures: None, ..config },
+        project: Arc::new(project),
+        collect_events: true,
+        keep_going: false,
+        pictures: Some(Pictures {
+            root: files.root().into(),
+            every_step: false,
+            camera,
+            film_started: recording.map(|r| r.started),
+        }),
+        observe: slot.config.observe,
     }
 }
 
@@ -304,6 +328,32 @@ async fn ready(
     }
     hand_trace_context(driver).await;
     Ok(())
+}
+
+/// What the attempt's line keeps beside its steps: the app's crashes, the
+/// device's model and OS, the film, the device log.
+async fn keep_what_was_seen(
+    slot: &Slot,
+    attempt: &mut RunCase,
+    observed: Option<&mut grpc::AttemptObserved>,
+    recording: Option<Recording>,
+    device_log: Option<DeviceLog>,
+) {
+    if let Some(observed) = observed {
+        keep_crashes(attempt, observed);
+        let label = |keys: &[&str]| keys.iter().find_map(|k| slot.config.labels.get(*k)).cloned().unwrap_or_default();
+        observed.device_model = label(&["model"]);
+        observed.os_version = label(&["platformVersion", "os", "osVersion"]);
+    }
+    if let Some(recording) = recording {
+        film(attempt, recording).await;
+    }
+    if let Some(log) = device_log
+        && log.stop().await
+    {
+        let path = argus_proto::artifacts::log_path(&attempt.id, attempt.attempt);
+        attempt.extra.insert(argus_proto::artifacts::LOG_KEY.into(), path.into());
+    }
 }
 
 /// The app's crashes, kept with the attempt's line: every attempt's, not
