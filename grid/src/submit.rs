@@ -13,7 +13,11 @@ use argus_proto::run::RunManifest;
 use argus_store::{NewCase, NewRun};
 
 use crate::error::CoreError;
+use crate::owner::{DEFAULT_EXPECTED_MS, HISTORY_WINDOW, Handle};
 use crate::scheduler::{self, Selector};
+use crate::time::iso;
+use argus_store::Store;
+use tracing::debug;
 
 /// The most retries a run may ask for: each one can hold a device for a
 /// whole case again.
@@ -181,6 +185,83 @@ pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, CoreError> {
         .unwrap_or_default();
     let priority = request.priority.max(1);
     Ok(CheckedSuite { request, cases, selector, config_json, priority, owners })
+}
+
+/// Takes a Submit: checked, estimated from history and written here, off
+/// the owner task, so that a suite of 10,000 cases does not hold up anyone
+/// else's leases; then handed to the owner task, which answers. The run's
+/// start is the owner's clock.
+pub(crate) async fn submit(
+    handle: &Handle,
+    store: &Store,
+    submission: Submission,
+    traceparent: String,
+) -> Result<grpc::SubmitResponse, CoreError> {
+    // Parsing and expanding a large suite is CPU work of hundreds of
+    // milliseconds: on a blocking thread, not on one the owner task, the
+    // workers' links and the watches share.
+    let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
+    // A rerun comes with the earlier run's files, and only its failed
+    // cases run.
+    let Submission { request, only } = submission;
+    if !request.rerun_failed_of.is_empty() && only.is_none() {
+        return Err(CoreError::Internal(format!(
+            "a rerun of {} was submitted without its failed cases (argus_history::rerun prepares one)",
+            request.rerun_failed_of
+        )));
+    }
+    let began = std::time::Instant::now();
+    let mut suite = tokio::task::spawn_blocking(move || check(request)).await.map_err(stopped)??;
+    let checked = began.elapsed();
+    if let Some(only) = &only {
+        suite.cases.retain(|case| only.contains(&case.id));
+        if suite.cases.is_empty() {
+            return Err(CoreError::Invalid("none of the failed cases is in the suite as configured now".into()));
+        }
+    }
+    handle.admit(suite.selector.clone()).await?;
+    let platform = suite.selector.platform.clone().unwrap_or_default();
+    let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
+    let estimated = began.elapsed();
+    let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    let started_at = handle.clock().now_ms();
+    let (suite, mut run) = tokio::task::spawn_blocking(move || {
+        let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
+        (suite, run)
+    })
+    .await
+    .map_err(stopped)?;
+    // The mutes in force now hold for the whole run.
+    let mutes = store.mutes_in_force(&run.project, started_at).await?;
+    let mut muted = Vec::new();
+    for case in &mut run.cases {
+        if let Some(mute) = mutes.get(&case.case_id) {
+            case.muted = Some(mute.reason.clone());
+            muted.push(mute.clone().into());
+        }
+    }
+    let planned = began.elapsed();
+    store.create_run(&run).await?;
+    // What a big suite's submit spends where, for whoever tunes one.
+    debug!(
+        run = %run.id,
+        cases = run.cases.len(),
+        check_ms = checked.as_millis() as u64,
+        history_ms = (estimated - checked).as_millis() as u64,
+        plan_ms = (planned - estimated).as_millis() as u64,
+        write_ms = (began.elapsed() - planned).as_millis() as u64,
+        "suite checked and written"
+    );
+    let rerun_of = run.rerun_of.clone().unwrap_or_default();
+    // The checked suite is dropped there too: a big one's parsed cases.
+    let prepared =
+        tokio::task::spawn_blocking(move || crate::owner::runs::Prepared::of(suite.selector, run, &traceparent))
+            .await
+            .map_err(stopped)?;
+    let mut response = handle.submitted(prepared).await?;
+    response.muted = muted;
+    response.rerun_of = rerun_of;
+    Ok(response)
 }
 
 #[cfg(test)]

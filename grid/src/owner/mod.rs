@@ -31,13 +31,17 @@ use argus_store::{
 };
 
 mod fleet;
+mod handle;
 mod in_flight;
 mod leases;
 mod records;
-mod runs;
+pub(crate) mod runs;
 mod sessions;
 
+pub use handle::Handle;
 pub use sessions::{Grant, Granted, SessionAsk};
+
+use handle::Command;
 
 use in_flight::{Chained, Granting, MAX_RECORDING, Recording, answer_of};
 
@@ -66,74 +70,6 @@ pub struct Link {
     pub conn: u64,
 }
 
-/// What the owner task is asked; callers use [`Handle`]'s methods.
-enum Command {
-    Cancel {
-        run_id: String,
-        reply: oneshot::Sender<Result<(), CoreError>>,
-    },
-    WorkerJoined {
-        register: grpc::Register,
-        tx: WorkerTx,
-        reply: oneshot::Sender<Result<Link, CoreError>>,
-    },
-    WorkerMessage {
-        link: Link,
-        message: grpc::WorkerMessage,
-    },
-    WorkerGone {
-        link: Link,
-    },
-    /// Whether some device could ever run a selector's cases (quarantined
-    /// ones count: they may be released); the fleet named if not.
-    Admit {
-        selector: Selector,
-        reply: oneshot::Sender<Result<(), CoreError>>,
-    },
-    /// A run the gRPC handler checked and wrote: the owner takes it up.
-    Submitted {
-        /// Made ready by the handler (the checked suite, a big suite's
-        /// parsed cases and request, dropped there too): the owner only
-        /// adds it, while leases wait.
-        run: Box<runs::Prepared>,
-        reply: oneshot::Sender<grpc::SubmitResponse>,
-    },
-    Watch {
-        run_id: String,
-        /// Resume after this `seq` (0: from the start).
-        after_seq: u64,
-        reply: oneshot::Sender<Result<WatchStream, CoreError>>,
-    },
-    Fleet {
-        reply: oneshot::Sender<grpc::ListFleetResponse>,
-    },
-    Quarantine {
-        device: String,
-        reason: Option<String>,
-        reply: oneshot::Sender<Result<(), CoreError>>,
-    },
-    Drain {
-        worker: String,
-        /// false: take work again.
-        drain: bool,
-        reply: oneshot::Sender<Result<(), CoreError>>,
-    },
-    /// A WebDriver session asks for a device; answered when one is granted,
-    /// or when none came free in time.
-    OpenSession {
-        ask: SessionAsk,
-        reply: oneshot::Sender<Result<Granted, CoreError>>,
-    },
-    /// The client ended its session (`DELETE`): its device is free.
-    CloseSession {
-        id: String,
-    },
-    /// The gauges, for a metrics scrape.
-    Snapshot {
-        reply: oneshot::Sender<Snapshot>,
-    },
-}
-
 /// The most device slots one worker may register.
 pub const MAX_DEVICES_PER_WORKER: usize = 1024;
 
@@ -141,166 +77,6 @@ pub const MAX_DEVICES_PER_WORKER: usize = 1024;
 /// results and steps, whose writes then share a transaction (the store's
 /// cost per row falls with the rows per statement).
 const MAX_BURST: usize = 4096;
-
-/// Talks to the owner task.
-#[derive(Clone)]
-pub struct Handle {
-    tx: mpsc::Sender<Command>,
-}
-
-/// The owner task's questions, one method each: a caller never builds a
-/// command or a reply channel of its own.
-impl Handle {
-    async fn send(&self, command: Command) -> Result<(), CoreError> {
-        self.tx.send(command).await.map_err(|_| CoreError::Stopped)
-    }
-
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, CoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.send(make(reply)).await?;
-        answer.await.map_err(|_| CoreError::Stopped)
-    }
-
-    /// A worker's stream began: its link (its name and this connection).
-    pub async fn worker_joined(&self, register: grpc::Register, tx: WorkerTx) -> Result<Link, CoreError> {
-        self.ask(|reply| Command::WorkerJoined { register, tx, reply }).await?
-    }
-
-    /// What a worker said on its stream; an error when the owner is gone.
-    pub async fn worker_message(&self, link: Link, message: grpc::WorkerMessage) -> Result<(), CoreError> {
-        self.send(Command::WorkerMessage { link, message }).await
-    }
-
-    /// A worker's stream ended.
-    pub async fn worker_gone(&self, link: Link) {
-        let _ = self.send(Command::WorkerGone { link }).await;
-    }
-
-    /// Whether some device could ever run `selector`'s cases; the fleet
-    /// named if not.
-    pub async fn admit(&self, selector: Selector) -> Result<(), CoreError> {
-        self.ask(|reply| Command::Admit { selector, reply }).await?
-    }
-
-    /// Takes a Submit: checked, estimated from history and written here, off
-    /// the owner task, so that a suite of 10,000 cases does not hold up anyone
-    /// else's leases; then handed to the owner task, which answers.
-    pub async fn submit(
-        &self,
-        store: &Store,
-        submission: crate::submit::Submission,
-        traceparent: String,
-    ) -> Result<grpc::SubmitResponse, CoreError> {
-        // Parsing and expanding a large suite is CPU work of hundreds of
-        // milliseconds: on a blocking thread, not on one the owner task, the
-        // workers' links and the watches share.
-        let stopped = |e: tokio::task::JoinError| CoreError::Internal(format!("checking the suite stopped: {e}"));
-        // A rerun comes with the earlier run's files, and only its failed
-        // cases run.
-        let crate::submit::Submission { request, only } = submission;
-        if !request.rerun_failed_of.is_empty() && only.is_none() {
-            return Err(CoreError::Internal(format!(
-                "a rerun of {} was submitted without its failed cases (argus_history::rerun prepares one)",
-                request.rerun_failed_of
-            )));
-        }
-        let began = std::time::Instant::now();
-        let mut suite = tokio::task::spawn_blocking(move || crate::submit::check(request)).await.map_err(stopped)??;
-        let checked = began.elapsed();
-        if let Some(only) = &only {
-            suite.cases.retain(|case| only.contains(&case.id));
-            if suite.cases.is_empty() {
-                return Err(CoreError::Invalid("none of the failed cases is in the suite as configured now".into()));
-            }
-        }
-        self.admit(suite.selector.clone()).await?;
-        let platform = suite.selector.platform.clone().unwrap_or_default();
-        let history = store.expected_ms_many(&suite.case_ids(), &platform, HISTORY_WINDOW).await?;
-        let estimated = began.elapsed();
-        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-        let started_at = crate::time::now_ms();
-        let (suite, mut run) = tokio::task::spawn_blocking(move || {
-            let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
-            (suite, run)
-        })
-        .await
-        .map_err(stopped)?;
-        // The mutes in force now hold for the whole run.
-        let mutes = store.mutes_in_force(&run.project, started_at).await?;
-        let mut muted = Vec::new();
-        for case in &mut run.cases {
-            if let Some(mute) = mutes.get(&case.case_id) {
-                case.muted = Some(mute.reason.clone());
-                muted.push(mute.clone().into());
-            }
-        }
-        let planned = began.elapsed();
-        store.create_run(&run).await?;
-        // What a big suite's submit spends where, for whoever tunes one.
-        debug!(
-            run = %run.id,
-            cases = run.cases.len(),
-            check_ms = checked.as_millis() as u64,
-            history_ms = (estimated - checked).as_millis() as u64,
-            plan_ms = (planned - estimated).as_millis() as u64,
-            write_ms = (began.elapsed() - planned).as_millis() as u64,
-            "suite checked and written"
-        );
-        let rerun_of = run.rerun_of.clone().unwrap_or_default();
-        // The checked suite is dropped there too: a big one's parsed cases.
-        let prepared = tokio::task::spawn_blocking(move || runs::Prepared::of(suite.selector, run, &traceparent))
-            .await
-            .map_err(stopped)?;
-        let mut response = self.submitted(prepared).await?;
-        response.muted = muted;
-        response.rerun_of = rerun_of;
-        Ok(response)
-    }
-
-    /// A run the caller checked and wrote: the owner takes it up.
-    async fn submitted(&self, run: runs::Prepared) -> Result<grpc::SubmitResponse, CoreError> {
-        self.ask(|reply| Command::Submitted { run: Box::new(run), reply }).await
-    }
-
-    /// A going run's updates after `after_seq`; `NoRun` for one that is not going.
-    pub async fn watch(&self, run_id: String, after_seq: u64) -> Result<WatchStream, CoreError> {
-        self.ask(|reply| Command::Watch { run_id, after_seq, reply }).await?
-    }
-
-    pub async fn cancel(&self, run_id: String) -> Result<(), CoreError> {
-        self.ask(|reply| Command::Cancel { run_id, reply }).await?
-    }
-
-    pub async fn fleet(&self) -> Result<grpc::ListFleetResponse, CoreError> {
-        self.ask(|reply| Command::Fleet { reply }).await
-    }
-
-    /// Quarantines `device` with `reason`, or releases it (`None`).
-    pub async fn quarantine(&self, device: String, reason: Option<String>) -> Result<(), CoreError> {
-        self.ask(|reply| Command::Quarantine { device, reason, reply }).await?
-    }
-
-    /// Drains `worker` (`drain`), or lets it take work again.
-    pub async fn drain(&self, worker: String, drain: bool) -> Result<(), CoreError> {
-        self.ask(|reply| Command::Drain { worker, drain, reply }).await?
-    }
-
-    /// A device for a WebDriver session, once one is granted (or none
-    /// came free in time).
-    pub async fn open_session(&self, ask: SessionAsk) -> Result<Granted, CoreError> {
-        self.ask(|reply| Command::OpenSession { ask, reply }).await?
-    }
-
-    /// The client ended its session: its device is free.
-    pub async fn close_session(&self, id: String) {
-        let _ = self.send(Command::CloseSession { id }).await;
-    }
-
-    /// The gauges, for a metrics scrape.
-    pub async fn snapshot(&self) -> Result<Snapshot, CoreError> {
-        self.ask(|reply| Command::Snapshot { reply }).await
-    }
-}
 
 struct Device {
     id: String,
@@ -579,6 +355,7 @@ pub async fn start(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), CoreError> {
     let (records, writer) = records::start(store.clone(), shutdown.clone());
+    let config_clock = config.clock;
     let mut core = Owner {
         store,
         workers: HashMap::new(),
@@ -665,7 +442,7 @@ pub async fn start(
             tracing::info_span!("owner"),
         ),
     );
-    Ok((Handle { tx }, task))
+    Ok((Handle::new(tx, config_clock), task))
 }
 
 impl Owner {

@@ -391,14 +391,14 @@ pub(super) fn no_device(waiting: &Waiting, still: bool) -> grpc::RunUpdate {
 /// submit's own task: its cases, its attempts ranked, and the answer.
 /// A suite of 100,000 cases held the owner (and every lease) up for 130 to
 /// 150 ms when the owner did this itself.
-pub(super) struct Prepared {
+pub(crate) struct Prepared {
     run: Run,
     queue: crate::scheduler::RunQueue<Key>,
     response: grpc::SubmitResponse,
 }
 
 impl Prepared {
-    pub(super) fn of(selector: Selector, new_run: NewRun, traceparent: &str) -> Self {
+    pub(crate) fn of(selector: Selector, new_run: NewRun, traceparent: &str) -> Self {
         let id = new_run.id.clone();
         let mut run = Run {
             id: id.clone(),
