@@ -26,7 +26,9 @@ impl Telemetry {
     /// Sends what is buffered (for at most five seconds) and stops.
     pub async fn shutdown(self) {
         if let Some(provider) = self.provider {
-            let flushed = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(Duration::from_secs(5)));
+            let flushed = argus_proto::task::blocking("flush traces", move || {
+                provider.shutdown_with_timeout(Duration::from_secs(5))
+            });
             if let Ok(Err(error)) = flushed.await {
                 eprintln!("argus: spans were not all exported: {error}");
             }

@@ -33,7 +33,12 @@ impl Assembler {
         if !json.contains("\"screenshot\"") && !json.contains("\"video\"") {
             return;
         }
-        let Ok(mut line) = serde_json::from_str::<argus_proto::run::RunCase>(json) else { return };
+        // A line that does not parse is refused where the result is judged
+        // (the grid runs the attempt again, saying why); nothing to settle.
+        let Ok(mut line) = serde_json::from_str::<argus_proto::run::RunCase>(json) else {
+            tracing::debug!(lease = %result.lease_id, "a result whose line does not parse: its files are left to the grid's refusal");
+            return;
+        };
         let named = argus_proto::artifacts::files_of(&line);
         if named.iter().all(|path| kept.contains(path)) {
             return;

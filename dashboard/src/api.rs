@@ -281,8 +281,18 @@ pub async fn run_json(State(state): State<Dashboard>, Path(id): Path<String>) ->
 
 pub async fn junit(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let run = state.store.get_run(&id).await?;
-    let lines: Vec<argus_proto::run::RunCase> =
-        state.store.run_lines(&id).await?.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    // A line that does not read back is an error naming it, never a test
+    // left out of the report.
+    let mut lines: Vec<argus_proto::run::RunCase> = Vec::new();
+    for (n, line) in state.store.run_lines(&id).await?.iter().enumerate() {
+        let read = serde_json::from_str(line).map_err(|error| {
+            ApiError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("run {id}: line {} of its cases.jsonl does not read back: {error}", n + 1),
+            )
+        })?;
+        lines.push(read);
+    }
     let muted = state.store.run_muted(&id).await?.into_iter().collect();
     let xml = argus_cases::report::junit_muted(&run.project, &lines, &muted);
     Ok(download(&format!("{id}-junit.xml"), "application/xml", xml))

@@ -146,7 +146,16 @@ impl AttemptView {
     /// Its line of `cases.jsonl`, read (none when it has none, or it does
     /// not parse).
     pub fn line(&self) -> Option<&RunCase> {
-        self.read.get_or_init(|| self.record.as_ref().and_then(|raw| serde_json::from_str(raw.get()).ok())).as_ref()
+        self.read
+            .get_or_init(|| {
+                let raw = self.record.as_ref()?;
+                serde_json::from_str(raw.get())
+                    .inspect_err(|error| {
+                        tracing::warn!(attempt = self.attempt, device = ?self.device, %error, "an attempt's line does not read back; shown without it");
+                    })
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// Its case's title, from its line without reading the rest of it.

@@ -211,7 +211,7 @@ pub(crate) async fn submit(
         )));
     }
     let began = std::time::Instant::now();
-    let mut suite = tokio::task::spawn_blocking(move || check(request)).await.map_err(stopped)??;
+    let mut suite = argus_proto::task::blocking("check a suite", move || check(request)).await.map_err(stopped)??;
     let checked = began.elapsed();
     if let Some(only) = &only {
         suite.cases.retain(|case| only.contains(&case.id));
@@ -225,7 +225,7 @@ pub(crate) async fn submit(
     let estimated = began.elapsed();
     let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
     let started_at = handle.clock().now_ms();
-    let (suite, mut run) = tokio::task::spawn_blocking(move || {
+    let (suite, mut run) = argus_proto::task::blocking("plan a run", move || {
         let run = suite.plan(id, started_at, iso(started_at), &history, DEFAULT_EXPECTED_MS);
         (suite, run)
     })
@@ -254,10 +254,11 @@ pub(crate) async fn submit(
     );
     let rerun_of = run.rerun_of.clone().unwrap_or_default();
     // The checked suite is dropped there too: a big one's parsed cases.
-    let prepared =
-        tokio::task::spawn_blocking(move || crate::owner::runs::Prepared::of(suite.selector, run, &traceparent))
-            .await
-            .map_err(stopped)?;
+    let prepared = argus_proto::task::blocking("prepare a run", move || {
+        crate::owner::runs::Prepared::of(suite.selector, run, &traceparent)
+    })
+    .await
+    .map_err(stopped)?;
     let mut response = handle.submitted(prepared).await?;
     response.muted = muted;
     response.rerun_of = rerun_of;

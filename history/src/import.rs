@@ -66,9 +66,11 @@ pub async fn import_junit(store: &Store, ask: ImportAsk, now_ms: i64) -> Result<
     if !problems.is_empty() {
         return Err(CoreError::Invalid(problems.join("\n")));
     }
-    let report = tokio::task::spawn_blocking(move || junit_read::read(&ask.report, now_ms).map(|r| (r, ask)))
-        .await
-        .map_err(|e| CoreError::Internal(format!("reading the report stopped: {e}")))?;
+    let report = argus_proto::task::blocking("read a JUnit report", move || {
+        junit_read::read(&ask.report, now_ms).map(|r| (r, ask))
+    })
+    .await
+    .map_err(|e| CoreError::Internal(format!("reading the report stopped: {e}")))?;
     let (report, ask) = report.map_err(|e| CoreError::Invalid(format!("the JUnit report: {e}")))?;
     let source = if ask.source.trim().is_empty() { report.tool.clone() } else { ask.source.trim().to_owned() };
     let started: Vec<i64> = report

@@ -114,7 +114,13 @@ async fn run_case(store: &Store, run_id: &str, case_id: &str, attempt: u32) -> R
         .filter(|a| a.case_id == case_id && a.attempt == i64::from(attempt))
         .max_by_key(|a| a.try_no)
         .and_then(|a| a.run_case_json.as_deref())
-        .and_then(|json| serde_json::from_str(json).ok()))
+        .and_then(|json| {
+            serde_json::from_str(json)
+                .inspect_err(|error| {
+                    tracing::warn!(run = run_id, case = case_id, attempt, %error, "the attempt's line does not read back; replayed without its pictures");
+                })
+                .ok()
+        }))
 }
 
 fn replay_steps(observed: &AttemptObserved, line: Option<&RunCase>) -> Vec<ReplayStep> {

@@ -23,6 +23,20 @@ where
     tokio::spawn(future.instrument(tracing::info_span!("task", name)))
 }
 
+/// Runs blocking `work` (CPU work of hundreds of milliseconds, a blocking
+/// call) on tokio's blocking threads as the task `name`, in its span; the
+/// caller awaits the handle. `tokio::task::spawn_blocking` itself is
+/// refused everywhere else (`clippy.toml`).
+#[allow(clippy::disallowed_methods)] // The one place blocking work starts.
+pub fn blocking<F, T>(name: &'static str, work: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let span = tracing::info_span!("task", name);
+    tokio::task::spawn_blocking(move || span.in_scope(work))
+}
+
 /// Runs `work` in a task `tasks` tracks, `first` after the start and then
 /// every `every`, until `shutdown` (which also stops a pass midway: each
 /// pass must be made of steps that are whole on their own, such as

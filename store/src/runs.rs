@@ -320,7 +320,13 @@ pub(super) async fn finish_run_in(
     finished_at: i64,
     manifest_json: &str,
 ) -> Result<(), StoreError> {
-    let manifest: Option<argus_proto::run::RunManifest> = serde_json::from_str(manifest_json).ok();
+    let manifest: Option<argus_proto::run::RunManifest> = match serde_json::from_str(manifest_json) {
+        Ok(manifest) => Some(manifest),
+        Err(error) => {
+            tracing::warn!(run = run_id, %error, "the run's manifest does not read back: its platform is left empty");
+            None
+        }
+    };
     // One platform, or those of a run that spanned several: `android,ios`.
     let platform = manifest.as_ref().and_then(|m| {
         m.platform.clone().or_else(|| {
