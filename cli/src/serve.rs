@@ -88,7 +88,7 @@ pub async fn answer(project: &dyn ProjectSide, call: grpc::ProjectCall) -> grpc:
                 stdout: output.stdout,
                 stderr: output.stderr,
             }),
-            Err(error) => project_answer::Outcome::Error(error),
+            Err(error) => project_answer::Outcome::Error(error.to_string()),
         },
         None => project_answer::Outcome::Error("the call names neither a fixture nor an exec command".into()),
     };

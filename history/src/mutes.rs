@@ -130,17 +130,23 @@ pub fn check(ask: grpc::MuteRequest, now_ms: i64) -> Result<MuteRow, CoreError> 
     })
 }
 
+/// A mute's end that is neither a day nor a time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is neither a day (2026-12-31) nor a time (2026-12-31T18:00:00Z)")]
+pub struct UntilError {
+    pub text: String,
+}
+
 /// `2026-12-31` (muted through that day, UTC) or an RFC 3339 time: when
 /// a mute ends, in epoch ms.
-pub fn parse_until(text: &str) -> Result<i64, String> {
+pub fn parse_until(text: &str) -> Result<i64, UntilError> {
+    let refused = || UntilError { text: text.to_owned() };
     if let Ok(day) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        let next = day.succ_opt().ok_or("a day too far ahead")?;
         // The day's last millisecond: muted through the day, and shown so.
-        return Ok(next.and_hms_opt(0, 0, 0).ok_or("no midnight")?.and_utc().timestamp_millis() - 1);
+        let midnight = day.succ_opt().and_then(|next| next.and_hms_opt(0, 0, 0)).ok_or_else(refused)?;
+        return Ok(midnight.and_utc().timestamp_millis() - 1);
     }
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|t| t.timestamp_millis())
-        .map_err(|_| format!("{text:?} is neither a day (2026-12-31) nor a time (2026-12-31T18:00:00Z)"))
+    chrono::DateTime::parse_from_rfc3339(text).map(|t| t.timestamp_millis()).map_err(|_| refused())
 }
 
 /// Mutes a case that has run in its project (a typo mutes nothing and
@@ -244,7 +250,7 @@ mod tests {
     fn until_reads_a_day_through_its_end_or_a_time() {
         assert_eq!(parse_until("1970-01-01"), Ok(86_399_999));
         assert_eq!(parse_until("1970-01-01T00:00:01Z"), Ok(1_000));
-        assert!(parse_until("tomorrow").unwrap_err().contains("neither a day"));
+        assert!(parse_until("tomorrow").unwrap_err().to_string().contains("neither a day"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use argus_cases::runner::Camera;
+use argus_cases::runner::{Camera, CameraError};
 use argus_proto::grpc::{self, worker_message};
 use argus_proto::run::RunCase;
 use tokio::sync::mpsc;
@@ -61,12 +61,12 @@ pub struct HookCamera {
 }
 
 impl Camera for HookCamera {
-    fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), CameraError>> + Send + 'a>> {
         let placeholders = with_file(&self.placeholders, file);
         Box::pin(async move {
             run_hook_within("screenshot", &self.command, &placeholders, SCREENSHOT_TIMEOUT)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(CameraError::from)
         })
     }
 }

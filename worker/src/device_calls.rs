@@ -61,7 +61,7 @@ async fn screenshot(driver: &Driver, slot: &SlotConfig) -> Result<Vec<u8>, grpc:
     let taken = match &slot.hooks.screenshot {
         Some(command) => {
             let camera = HookCamera { command: command.clone(), placeholders: slot.placeholders("webdriver", 1) };
-            camera.screenshot(&file).await.map_err(unable)
+            camera.screenshot(&file).await.map_err(|e| unable(e.to_string()))
         }
         None if driver.hello().is_some_and(|h| h.has_command("screenshot")) => {
             let params = json!({ "path": file.display().to_string() });

@@ -211,12 +211,12 @@ async fn link(
             _ = session.heartbeat.tick() => session.send_heartbeat().await,
             message = inbound.message() => match message {
                 Ok(Some(message)) => session.on_message(message).await,
-                Ok(None) => Err("the coordinator ended the stream".to_owned()),
-                Err(status) => Err(status.message().to_owned()),
+                Ok(None) => Err(Lost::Ended),
+                Err(status) => Err(Lost::Status(status.message().to_owned())),
             },
         };
-        if let Err(error) = step {
-            return LinkEnd::Lost { error, registered: session.registered };
+        if let Err(lost) = step {
+            return LinkEnd::Lost { error: lost.to_string(), registered: session.registered };
         }
     }
 }
@@ -297,6 +297,19 @@ fn message(kind: worker_message::Kind) -> grpc::WorkerMessage {
     grpc::WorkerMessage { kind: Some(kind) }
 }
 
+/// Why a registered link was lost.
+#[derive(Debug, thiserror::Error)]
+enum Lost {
+    #[error("the coordinator's stream closed")]
+    Closed,
+    #[error("the coordinator ended the stream")]
+    Ended,
+    #[error("{0}")]
+    Status(String),
+    #[error("the coordinator went silent for {0} s")]
+    Silent(u64),
+}
+
 /// One registered link's state, and a method per thing that can happen on
 /// it: each inbound message kind, a device's change, a tick. A method's
 /// `Err` is why the link is lost.
@@ -322,11 +335,11 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    async fn send(&self, kind: worker_message::Kind) -> Result<(), String> {
-        self.out.send(message(kind)).await.map_err(|_| "the coordinator's stream closed".to_owned())
+    async fn send(&self, kind: worker_message::Kind) -> Result<(), Lost> {
+        self.out.send(message(kind)).await.map_err(|_| Lost::Closed)
     }
 
-    async fn on_message(&mut self, message: grpc::CoordinatorMessage) -> Result<(), String> {
+    async fn on_message(&mut self, message: grpc::CoordinatorMessage) -> Result<(), Lost> {
         self.last_heard = tokio::time::Instant::now();
         match message.kind {
             Some(coordinator_message::Kind::Registered(reply)) => self.on_registered(&reply),
@@ -358,7 +371,7 @@ impl Session<'_> {
         }
     }
 
-    async fn on_lease(&mut self, lease: grpc::Lease) -> Result<(), String> {
+    async fn on_lease(&mut self, lease: grpc::Lease) -> Result<(), Lost> {
         if self.stopping.is_none() {
             self.shared.on_lease(self.slots, lease, self.attempts);
             return Ok(());
@@ -382,26 +395,26 @@ impl Session<'_> {
         self.watching = watch.watching;
     }
 
-    async fn tell_device(&mut self, index: usize) -> Result<(), String> {
+    async fn tell_device(&mut self, index: usize) -> Result<(), Lost> {
         let device = self.slots[index].device();
         self.told[index] = device.clone();
         self.send(worker_message::Kind::Device(grpc::DeviceUpdate { device: Some(device) })).await
     }
 
     /// Tells what changed unannounced, and gives up on a silent coordinator.
-    async fn refresh(&mut self) -> Result<(), String> {
+    async fn refresh(&mut self) -> Result<(), Lost> {
         for index in 0..self.slots.len() {
             if self.slots[index].device() != self.told[index] {
                 self.tell_device(index).await?;
             }
         }
         if self.last_heard.elapsed() > self.heartbeat_every * 3 {
-            return Err(format!("the coordinator went silent for {} s", self.last_heard.elapsed().as_secs()));
+            return Err(Lost::Silent(self.last_heard.elapsed().as_secs()));
         }
         Ok(())
     }
 
-    async fn send_live(&mut self) -> Result<(), String> {
+    async fn send_live(&mut self) -> Result<(), Lost> {
         let now = std::time::Instant::now();
         for slot in self.slots.iter() {
             // A device without its app is shown as it was left.
@@ -415,7 +428,7 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn send_heartbeat(&mut self) -> Result<(), String> {
+    async fn send_heartbeat(&mut self) -> Result<(), Lost> {
         let lease_ids: Vec<String> = self.shared.running.lock().keys().cloned().collect();
         self.send(worker_message::Kind::Heartbeat(grpc::Heartbeat { lease_ids })).await
     }

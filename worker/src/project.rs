@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use argus_cases::runner::{Answer, EXEC_TIMEOUT, ExecOutput, FixturesError, ProjectSide, no_fixtures_command};
+use argus_cases::runner::{
+    Answer, EXEC_TIMEOUT, ExecError, ExecOutput, FixturesError, ProjectSide, no_fixtures_command,
+};
 use argus_proto::grpc::{self, project_answer, project_call, worker_message};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -103,15 +105,17 @@ impl ProjectSide for RelayedProject {
         })
     }
 
-    fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, String>> {
+    fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, ExecError>> {
         Box::pin(async move {
             let kind = project_call::Kind::Exec(run.to_owned());
-            match self.calls.call(&self.run_id, &self.lease_id, kind, EXEC_TIMEOUT).await? {
+            match self.calls.call(&self.run_id, &self.lease_id, kind, EXEC_TIMEOUT).await.map_err(ExecError::Client)? {
                 project_answer::Outcome::Exec(output) => {
                     Ok(ExecOutput { code: output.code, stdout: output.stdout, stderr: output.stderr })
                 }
-                project_answer::Outcome::Error(message) => Err(message),
-                project_answer::Outcome::AnswerJson(_) => Err("the client answered a fixture for an exec".into()),
+                project_answer::Outcome::Error(message) => Err(ExecError::Client(message)),
+                project_answer::Outcome::AnswerJson(_) => {
+                    Err(ExecError::Client("the client answered a fixture for an exec".into()))
+                }
             }
         })
     }

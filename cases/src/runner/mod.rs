@@ -32,9 +32,9 @@ use crate::values;
 
 pub use evidence::describe_screen;
 pub use fixtures::{Fixtures, FixturesError};
-pub use pictures::{Camera, Pictures};
+pub use pictures::{Camera, CameraError, Pictures};
 pub use project::{missing_fixtures, needs_project, runs_here};
-pub use side::{Answer, EXEC_TIMEOUT, ExecOutput, LocalProject, ProjectSide, no_fixtures_command};
+pub use side::{Answer, EXEC_TIMEOUT, ExecError, ExecOutput, LocalProject, ProjectSide, no_fixtures_command};
 
 /// The default transport timeout of a call, as lynkeus' driver has it.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(20_000);

@@ -18,10 +18,14 @@ use tracing::warn;
 
 use super::{Attempt, Device};
 
+/// Why a camera took no picture: its own error (a hook that failed, timed
+/// out or did not start), kept whole.
+pub type CameraError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A way to picture a device's screen that is not the app's own.
 pub trait Camera: Send + Sync {
     /// Writes a picture of the screen to `file`.
-    fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+    fn screenshot<'a>(&'a self, file: &'a Path) -> Pin<Box<dyn Future<Output = Result<(), CameraError>> + Send + 'a>>;
 }
 
 /// When an attempt's steps are pictured, and where the pictures go.
@@ -78,7 +82,10 @@ impl<D: Device> Attempt<'_, D> {
             None if !settled => return None,
             None => {
                 let params = json!({ "path": file.display().to_string() });
-                self.call("screenshot", Some(params), SCREENSHOT_CALL).await.map(drop).map_err(|e| e.message)
+                self.call("screenshot", Some(params), SCREENSHOT_CALL)
+                    .await
+                    .map(drop)
+                    .map_err(|e| CameraError::from(e.message))
             }
         };
         match taken {

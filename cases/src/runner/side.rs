@@ -31,6 +31,19 @@ pub struct ExecOutput {
     pub stderr: String,
 }
 
+/// Why an `exec` step's command did not run to an end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    #[error("`{run}` did not finish within {seconds} s")]
+    TimedOut { run: String, seconds: u64 },
+    #[error("cannot run `{run}`: {error}")]
+    NotStarted { run: String, error: String },
+    /// Run through the grid: the run's client did not answer, or answered
+    /// something else.
+    #[error("{0}")]
+    Client(String),
+}
+
 /// What a case asks of the project.
 pub trait ProjectSide: Send + Sync {
     /// One fixture request (spec §1.11); an answer with `ok: false` is an error.
@@ -41,7 +54,7 @@ pub trait ProjectSide: Send + Sync {
     ) -> Answer<'a, Result<Value, FixturesError>>;
     /// One `exec` command line, run with `sh -c` in the project; the error
     /// says why it did not run to an end.
-    fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, String>>;
+    fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, ExecError>>;
 }
 
 /// The project on this machine.
@@ -91,12 +104,12 @@ impl ProjectSide for LocalProject {
         })
     }
 
-    fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, String>> {
+    fn exec<'a>(&'a self, run: &'a str) -> Answer<'a, Result<ExecOutput, ExecError>> {
         Box::pin(async move {
             let child = project_command(run).current_dir(&self.base).kill_on_drop(true).output();
             match tokio::time::timeout(EXEC_TIMEOUT, child).await {
-                Err(_) => Err(format!("`{run}` did not finish within {} s", EXEC_TIMEOUT.as_secs())),
-                Ok(Err(e)) => Err(format!("cannot run `{run}`: {e}")),
+                Err(_) => Err(ExecError::TimedOut { run: run.to_owned(), seconds: EXEC_TIMEOUT.as_secs() }),
+                Ok(Err(e)) => Err(ExecError::NotStarted { run: run.to_owned(), error: e.to_string() }),
                 Ok(Ok(output)) => Ok(ExecOutput {
                     code: output.status.code(),
                     stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
