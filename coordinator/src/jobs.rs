@@ -4,6 +4,7 @@
 
 use argus_store::Store;
 use tokio_util::sync::CancellationToken;
+use tracing::info;
 
 /// How soon after a run ends its failures' causes are written (for the
 /// flaky page's ranking across runs), and how many at a time.
@@ -58,4 +59,36 @@ pub(crate) fn follow_up_runs(
             }
         }
     });
+}
+
+/// Retention: runs older than `keep` removed every hour (none without it),
+/// and step records older than `step_records` (30 days by default).
+pub(crate) fn keep_history(
+    store: &Store,
+    artifacts: &Option<argus_store::artifacts::Artifacts>,
+    keep: Option<std::time::Duration>,
+    step_records: Option<std::time::Duration>,
+    shutdown: &CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) {
+    if let Some(keep) = keep {
+        info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
+        argus_store::prune::keep(
+            store.clone(),
+            artifacts.clone(),
+            keep,
+            argus_store::prune::EVERY,
+            shutdown.clone(),
+            tasks,
+        );
+    }
+    let step_records =
+        step_records.unwrap_or(std::time::Duration::from_secs(argus_store::prune::STEP_RECORDS_DAYS * 86_400));
+    argus_store::prune::keep_step_records(
+        store.clone(),
+        step_records,
+        argus_store::prune::EVERY,
+        shutdown.clone(),
+        tasks,
+    );
 }

@@ -16,7 +16,7 @@ use argus_grid::owner;
 use argus_store::Store;
 
 use crate::grpc::Services;
-use crate::jobs::{follow_up_runs, write_causes};
+use crate::jobs::{follow_up_runs, keep_history, write_causes};
 
 /// How long each stage of a shutdown may take.
 pub const SHUTDOWN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -160,26 +160,7 @@ pub async fn serve_with(
     let webdriver = Arc::new(argus_webdriver::Registry::new(calls.clone(), session_log));
     let dashboard_url = core_config.dashboard_url.clone();
     let (handle, owner) = owner::start(store.clone(), core_config, metrics.clone(), shutdown.clone()).await?;
-    if let Some(keep) = keep {
-        info!(keep_days = keep.as_secs() / 86_400, "runs older than the window are removed every hour");
-        argus_store::prune::keep(
-            store.clone(),
-            artifacts.clone(),
-            keep,
-            argus_store::prune::EVERY,
-            shutdown.clone(),
-            &tasks,
-        );
-    }
-    let step_records =
-        step_records.unwrap_or(std::time::Duration::from_secs(argus_store::prune::STEP_RECORDS_DAYS * 86_400));
-    argus_store::prune::keep_step_records(
-        store.clone(),
-        step_records,
-        argus_store::prune::EVERY,
-        shutdown.clone(),
-        &tasks,
-    );
+    keep_history(&store, &artifacts, keep, step_records, &shutdown, &tasks);
     write_causes(store.clone(), shutdown.clone(), &tasks);
     follow_up_runs(store.clone(), follow_up, shutdown.clone(), &tasks);
     let webhooks: Arc<[argus_history::notify::Webhook]> = webhooks.into();
@@ -191,33 +172,9 @@ pub async fn serve_with(
     crate::webhooks::start(store.clone(), told, shutdown.clone(), &tasks);
     let told_dashboard = dashboard_url;
     if let Some(http) = http {
-        info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
-        let guard = crate::http::Guard {
-            read_token: tokens.read.clone(),
-            client_token: tokens.client.as_deref().map(Arc::from),
-        };
-        let observed = crate::http::Observed { handle: handle.clone(), metrics: metrics.clone() };
-        let dashboard = argus_dashboard::Dashboard {
-            store: store.clone(),
-            handle: handle.clone(),
-            artifacts: artifacts.clone(),
-            started_ms: argus_grid::time::now_ms(),
-            keep,
-            webhooks,
-            live: live.clone(),
-        };
-        let facade = argus_webdriver::Facade { handle: handle.clone(), sessions: webdriver.clone(), metrics };
-        let push = crate::push::PushState {
-            store: store.clone(),
-            artifacts: artifacts.clone(),
-            push_token: guard.client_token.clone(),
-            pushes: Arc::default(),
-        };
-        let router = crate::http::router(guard, observed, dashboard, facade, push);
-        tasks.spawn(tracing::Instrument::instrument(
-            crate::http::serve(http, router, shutdown.clone(), tasks.clone()),
-            tracing::info_span!("http"),
-        ));
+        let parts =
+            HttpParts { tokens: &tokens, handle: &handle, metrics, store: &store, artifacts: &artifacts, live: &live };
+        serve_http(http, parts, keep, webhooks, webdriver.clone(), &shutdown, &tasks);
     }
     let services = Services {
         handle,
@@ -229,22 +186,7 @@ pub async fn serve_with(
         dashboard_url: told_dashboard,
         live,
     };
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<WorkersServer<Services>>().await;
-    health.set_serving::<RunsServer<Services>>().await;
-    // Stopping: health says so at once (a load balancer or a standby stops
-    // sending work here) while what is in flight is committed.
-    let stopping = shutdown.clone();
-    tasks.spawn(tracing::Instrument::instrument(
-        async move {
-            stopping.cancelled().await;
-            health.set_not_serving::<WorkersServer<Services>>().await;
-            health.set_not_serving::<RunsServer<Services>>().await;
-            health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-            info!("stopping: NOT_SERVING; committing what is in flight");
-        },
-        tracing::info_span!("health"),
-    ));
+    let health_service = health(&shutdown, &tasks).await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -252,18 +194,8 @@ pub async fn serve_with(
     let worker_check = RequireToken::new(tokens.worker, "worker", "the worker's --token or ARGUS_WORKER_TOKEN");
     let client_check = RequireToken::new(tokens.client, "client", "the client's --token or ARGUS_CLIENT_TOKEN");
     info!(?addr, "coordinator listening");
-    // HTTP/2 pings find a half-open connection (a vanished client or
-    // worker) that TCP alone would keep for hours.
-    let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(argus_proto::connect::KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(argus_proto::connect::KEEPALIVE_TIMEOUT))
-        .tcp_keepalive(Some(std::time::Duration::from_secs(30)));
-    if let Some(identity) = &tls {
-        let identity = tonic::transport::Identity::from_pem(&identity.cert_pem, &identity.key_pem);
-        builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
-    }
     let incoming = crate::incoming::checked(listener, tls.is_some(), shutdown.clone());
-    let server = builder
+    let server = server_builder(tls.as_ref())?
         .add_service(health_service)
         // What the API looks like is for clients only.
         .add_service(tonic::service::interceptor::InterceptedService::new(reflection, client_check.clone()))
@@ -297,4 +229,92 @@ pub async fn serve_with(
         warn!(tasks = tasks.len(), "tasks still running at exit");
     }
     Ok(result?)
+}
+
+/// The standard gRPC health service, serving until `shutdown`; then it says
+/// so at once (a load balancer or a standby stops sending work here) while
+/// what is in flight is committed.
+async fn health(
+    shutdown: &CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) -> tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<WorkersServer<Services>>().await;
+    health.set_serving::<RunsServer<Services>>().await;
+    let stopping = shutdown.clone();
+    tasks.spawn(tracing::Instrument::instrument(
+        async move {
+            stopping.cancelled().await;
+            health.set_not_serving::<WorkersServer<Services>>().await;
+            health.set_not_serving::<RunsServer<Services>>().await;
+            health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+            info!("stopping: NOT_SERVING; committing what is in flight");
+        },
+        tracing::info_span!("health"),
+    ));
+    health_service
+}
+
+/// The gRPC server: HTTP/2 pings find a half-open connection (a vanished
+/// client or worker) that TCP alone would keep for hours; TLS when given.
+fn server_builder(tls: Option<&TlsIdentity>) -> Result<tonic::transport::Server, ServeError> {
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(argus_proto::connect::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(argus_proto::connect::KEEPALIVE_TIMEOUT))
+        .tcp_keepalive(Some(std::time::Duration::from_secs(30)));
+    if let Some(identity) = tls {
+        let identity = tonic::transport::Identity::from_pem(&identity.cert_pem, &identity.key_pem);
+        builder = builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    Ok(builder)
+}
+
+/// What the HTTP port serves from.
+struct HttpParts<'a> {
+    tokens: &'a Tokens,
+    handle: &'a owner::Handle,
+    metrics: Arc<Metrics>,
+    store: &'a Store,
+    artifacts: &'a Option<argus_store::artifacts::Artifacts>,
+    live: &'a Arc<argus_grid::live::LiveScreens>,
+}
+
+/// The HTTP port: the dashboard and its API, the WebDriver facade, lynkeus'
+/// report push and the metrics, behind one guard, in a tracked task.
+fn serve_http(
+    http: TcpListener,
+    parts: HttpParts<'_>,
+    keep: Option<std::time::Duration>,
+    webhooks: Arc<[argus_history::notify::Webhook]>,
+    webdriver: Arc<argus_webdriver::Registry>,
+    shutdown: &CancellationToken,
+    tasks: &tokio_util::task::TaskTracker,
+) {
+    info!(addr = ?http.local_addr().ok(), "coordinator HTTP listening");
+    let guard = crate::http::Guard {
+        read_token: parts.tokens.read.clone(),
+        client_token: parts.tokens.client.as_deref().map(Arc::from),
+    };
+    let observed = crate::http::Observed { handle: parts.handle.clone(), metrics: parts.metrics.clone() };
+    let dashboard = argus_dashboard::Dashboard {
+        store: parts.store.clone(),
+        handle: parts.handle.clone(),
+        artifacts: parts.artifacts.clone(),
+        started_ms: argus_grid::time::now_ms(),
+        keep,
+        webhooks,
+        live: parts.live.clone(),
+    };
+    let facade = argus_webdriver::Facade { handle: parts.handle.clone(), sessions: webdriver, metrics: parts.metrics };
+    let push = crate::push::PushState {
+        store: parts.store.clone(),
+        artifacts: parts.artifacts.clone(),
+        push_token: guard.client_token.clone(),
+        pushes: Arc::default(),
+    };
+    let router = crate::http::router(guard, observed, dashboard, facade, push);
+    tasks.spawn(tracing::Instrument::instrument(
+        crate::http::serve(http, router, shutdown.clone(), tasks.clone()),
+        tracing::info_span!("http"),
+    ));
 }

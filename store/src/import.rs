@@ -29,18 +29,23 @@ pub struct ImportedRun {
     pub trigger: String,
 }
 
+/// The platform a pushed run's manifest names; none (said in the log)
+/// when it does not read.
+fn platform_of(run: &ImportedRun) -> Option<String> {
+    match serde_json::from_str::<argus_proto::run::RunManifest>(&run.manifest_json) {
+        Ok(manifest) => manifest.platform,
+        Err(error) => {
+            tracing::warn!(run = %run.id, %error, "the pushed run's manifest does not read: its platform is left empty");
+            None
+        }
+    }
+}
+
 impl Store {
     /// Writes a pushed run, its cases, attempts and steps, and ends it, in
     /// one transaction.
     pub async fn import_run(&self, run: &ImportedRun) -> Result<(), StoreError> {
-        let manifest: Option<argus_proto::run::RunManifest> = match serde_json::from_str(&run.manifest_json) {
-            Ok(manifest) => Some(manifest),
-            Err(error) => {
-                tracing::warn!(run = %run.id, %error, "the pushed run's manifest does not read: its platform is left empty");
-                None
-            }
-        };
-        let run_platform = manifest.and_then(|m| m.platform);
+        let run_platform = platform_of(run);
         let retries = run.lines.iter().map(|(c, _)| i64::from(c.attempt) - 1).max().unwrap_or(0).max(0);
         let mut tx = self.pool.begin().await?;
         sqlx::query(
