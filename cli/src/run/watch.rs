@@ -121,25 +121,7 @@ pub async fn execute(
         Ok(response) => response.into_inner(),
         Err(status) => return usage(status.message()),
     };
-    let cases = submitted.case_ids.len();
-    match submitted.dashboard_url.as_str() {
-        "" => outln!("run {}: {cases} case{}", submitted.run_id, crate::summary::plural(cases)),
-        url => outln!("run {}: {cases} case{}, live at {url}", submitted.run_id, crate::summary::plural(cases)),
-    }
-    if !submitted.rerun_of.is_empty() {
-        outln!("  the cases that failed in run {}, from the files it was submitted with", submitted.rerun_of);
-    }
-    // Why each muted case is muted: its failure does not fail the run.
-    let muted: std::collections::BTreeMap<String, String> =
-        submitted.muted.iter().map(|m| (m.case_id.clone(), m.reason.clone())).collect();
-    if !muted.is_empty() {
-        let n = muted.len();
-        outln!(
-            "  {n} case{} muted: a failure of {} does not fail the run",
-            crate::summary::plural(n),
-            if n == 1 { "it" } else { "them" }
-        );
-    }
+    let muted = announce(&submitted);
     if detach {
         outln!("detached: the run goes on without this client");
         if !submitted.dashboard_url.is_empty() {
@@ -180,22 +162,67 @@ pub async fn execute(
     };
     let started = tokio::time::Instant::now();
     let run_id = submitted.run_id.clone();
+    let manifest = match follow(&mut client, target, &run_id, &mut watch, options).await {
+        Ok(manifest) => manifest,
+        Err(code) => return code,
+    };
+    let end = End { submitted: &submitted, muted: &muted, project_name: &project_name, junit_path, started };
+    conclude(&mut client, watch, manifest, end).await
+}
+
+/// The run as submitted, said: its id and size, where it is live, whether
+/// it reruns another, and its muted cases; why each is muted.
+fn announce(submitted: &grpc::SubmitResponse) -> std::collections::BTreeMap<String, String> {
+    let cases = submitted.case_ids.len();
+    match submitted.dashboard_url.as_str() {
+        "" => outln!("run {}: {cases} case{}", submitted.run_id, crate::summary::plural(cases)),
+        url => outln!("run {}: {cases} case{}, live at {url}", submitted.run_id, crate::summary::plural(cases)),
+    }
+    if !submitted.rerun_of.is_empty() {
+        outln!("  the cases that failed in run {}, from the files it was submitted with", submitted.rerun_of);
+    }
+    // A muted case's failure does not fail the run.
+    let muted: std::collections::BTreeMap<String, String> =
+        submitted.muted.iter().map(|m| (m.case_id.clone(), m.reason.clone())).collect();
+    if !muted.is_empty() {
+        let n = muted.len();
+        outln!(
+            "  {n} case{} muted: a failure of {} does not fail the run",
+            crate::summary::plural(n),
+            if n == 1 { "it" } else { "them" }
+        );
+    }
+    muted
+}
+
+/// Follows the run's updates to its end, watching again after a lost
+/// connection (resuming after the last update it has, so nothing is missed
+/// or written twice); the run's manifest, or the exit code it stopped with
+/// (a signal, no device for too long, a refusal).
+async fn follow(
+    client: &mut Runs,
+    target: &Target,
+    run_id: &str,
+    watch: &mut RunWatch<'_>,
+    options: &WatchOptions,
+) -> Result<RunManifest, ExitCode> {
     let signal = stop_signal();
+    tokio::pin!(signal);
     tokio::pin!(signal);
     // The last update of the run's record this client has: a watch that is
     // lost resumes after it, so nothing is missed or written twice.
     let mut last_seq = 0u64;
     let manifest: RunManifest = 'watching: loop {
-        let mut updates = match watch_again(&mut client, target, &run_id, last_seq, options, &mut signal).await {
+        let mut updates = match watch_again(client, target, run_id, last_seq, options, &mut signal).await {
             Ok(updates) => updates,
-            Err(Stop::Signal(code)) => return cancel_and_exit(&mut client, &run_id, &mut watch.progress, code).await,
-            Err(Stop::Failed(message)) => return usage(message),
+            Err(Stop::Signal(code)) => return Err(cancel_and_exit(client, run_id, &mut watch.progress, code).await),
+            Err(Stop::Failed(message)) => return Err(usage(message)),
         };
         loop {
             let give_up = watch.waiting_since.as_ref().map(|(since, _)| *since + options.wait_for_devices);
             let update = tokio::select! {
                 update = updates.message() => update,
-                code = &mut signal => return cancel_and_exit(&mut client, &run_id, &mut watch.progress, code).await,
+                code = &mut signal => return Err(cancel_and_exit(client, run_id, &mut watch.progress, code).await),
                 _ = async { match give_up { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } } => {
                     let reason = watch.waiting_since.take().map(|(_, reason)| reason).unwrap_or_default();
                     watch.progress.finish();
@@ -203,8 +230,8 @@ pub async fn execute(
                         "argus run: no device could take the run's cases for {} s: {reason}; cancelling run {run_id}",
                         options.wait_for_devices.as_secs()
                     );
-                    let _ = client.cancel(grpc::CancelRequest { run_id: run_id.clone() }).await;
-                    return ExitCode::from(2);
+                    let _ = client.cancel(grpc::CancelRequest { run_id: run_id.to_owned() }).await;
+                    return Err(ExitCode::from(2));
                 }
             };
             let update = match update {
@@ -221,7 +248,7 @@ pub async fn execute(
                         .say(|| eprintln!("argus run: lost the coordinator ({}); reconnecting", status.message()));
                     continue 'watching;
                 }
-                Err(status) => return usage(format!("the coordinator stopped the watch: {}", status.message())),
+                Err(status) => return Err(usage(format!("the coordinator stopped the watch: {}", status.message()))),
             };
             if update.seq != 0 {
                 if update.seq <= last_seq {
@@ -230,14 +257,31 @@ pub async fn execute(
                 }
                 last_seq = update.seq;
             }
-            match watch.on_update(update.kind, &mut client, &run_id).await {
+            match watch.on_update(update.kind, client, run_id).await {
                 Ok(Flow::Going) => {}
                 Ok(Flow::Ended(manifest)) => break 'watching manifest,
-                Err(message) => return usage(message),
+                Err(message) => return Err(usage(message)),
             }
             watch.progress.show();
         }
     };
+    Ok(manifest)
+}
+
+/// What the end of a run is told with.
+struct End<'a> {
+    submitted: &'a grpc::SubmitResponse,
+    muted: &'a std::collections::BTreeMap<String, String>,
+    project_name: &'a str,
+    junit_path: Option<&'a std::path::Path>,
+    started: tokio::time::Instant,
+}
+
+/// The run's end: its directory finished, JUnit written, the summary and
+/// why cases failed printed; the exit code (1 when an unmuted case failed).
+async fn conclude(client: &mut Runs, watch: RunWatch<'_>, manifest: RunManifest, end: End<'_>) -> ExitCode {
+    let End { submitted, muted, project_name, junit_path, started } = end;
+    let run_id = &submitted.run_id;
     let RunWatch { progress, mut run_dir, lines, retaken, .. } = watch;
     progress.finish();
     if manifest.totals.is_none() {
@@ -255,7 +299,7 @@ pub async fn execute(
         return usage(error);
     }
     if let Some(path) = junit_path
-        && let Err(error) = std::fs::write(path, junit_muted(&project_name, &lines, &muted))
+        && let Err(error) = std::fs::write(path, junit_muted(project_name, &lines, muted))
     {
         return usage(format!("{}: {error}", path.display()));
     }
@@ -273,7 +317,7 @@ pub async fn execute(
             Err(status) => outln!("why it failed: the coordinator could not say ({})", status.message()),
         }
     }
-    let muted_failed = crate::summary::muted_failed(&lines, &muted);
+    let muted_failed = crate::summary::muted_failed(&lines, muted);
     for (id, why) in &muted_failed {
         outln!("muted: {id} failed and does not fail the run ({why})");
     }
