@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::api::ApiError;
 use super::pages::{error_page, render};
 use crate::Dashboard;
-use argus_grid::time::iso;
+use crate::view::iso;
 use argus_store::{CommandRow, SessionRow};
 
 /// How many sessions the list shows.

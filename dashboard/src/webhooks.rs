@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::api::ApiError;
 use super::pages::{error_page, render};
 use crate::Dashboard;
-use argus_grid::time::iso;
+use crate::view::iso;
 use argus_store::DeliveryRow;
 
 /// How many deliveries are listed.
