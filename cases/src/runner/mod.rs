@@ -96,6 +96,44 @@ pub struct Attempted {
     pub lost: Option<String>,
 }
 
+/// Where an attempt stands after each step: its result so far, whether the
+/// rest is skipped, and the first step that lost the device.
+struct Tally {
+    result: CaseResult,
+    stopped: bool,
+    lost: Option<String>,
+}
+
+impl Tally {
+    /// Takes a step's outcome (`go_on`: a failure leaves the steps after it
+    /// to run); its status and error as recorded.
+    fn take(&mut self, outcome: Result<Done, StepError>, label: &str, go_on: bool) -> (StepStatus, Option<String>) {
+        match outcome {
+            Ok(Done::Passed) => (StepStatus::Passed, None),
+            Ok(Done::Skipped) => (StepStatus::Skipped, None),
+            Err(StepError::Failed(message)) => {
+                self.result = CaseResult::Failed;
+                self.stopped = !go_on;
+                (StepStatus::Failed, Some(message))
+            }
+            Err(StepError::Lost(message)) => {
+                // Recorded as lynkeus records it; the rest proves nothing.
+                self.result = CaseResult::Failed;
+                self.stopped = true;
+                self.lost.get_or_insert_with(|| format!("{label}: {message}"));
+                (StepStatus::Failed, Some(message))
+            }
+            Err(StepError::Unsupported(name)) => {
+                if self.result != CaseResult::Failed {
+                    self.result = CaseResult::Unsupported;
+                }
+                self.stopped = true;
+                (StepStatus::Unsupported, Some(format!("this host has no {name}")))
+            }
+        }
+    }
+}
+
 /// Why a step did not pass.
 #[derive(Debug, Clone, PartialEq)]
 enum StepError {
@@ -214,25 +252,7 @@ pub async fn run_attempt_with<D: Device>(
     mut on_step: impl FnMut(usize, &RunStep),
 ) -> Attempted {
     let preparing = Instant::now();
-    let mut state = Attempt {
-        device,
-        run,
-        scope: HashMap::new(),
-        latest: Map::new(),
-        mark: None,
-        begun: None,
-        events_seen: None,
-        inspect_cache: HashMap::new(),
-        ran: HashSet::new(),
-        last_target: None,
-        last_route: None,
-        carried_events: Vec::new(),
-        interrupting: false,
-        step_screen: None,
-        checked_screen: None,
-        observed_seq: None,
-        step_timeout_ms: Default::default(),
-    };
+    let mut state = Attempt::new(device, run);
     // lynkeus launches a fresh app for every attempt and lets it settle with
     // `idle {300, 5000}` before the first step. A device on a grid is reset
     // rather than relaunched (a relaunch costs seconds, and many apps cannot
@@ -254,12 +274,10 @@ pub async fn run_attempt_with<D: Device>(
         case.setup.iter().map(|s| (s, Section::Setup)).chain(case.steps.iter().map(|s| (s, Section::Steps))).collect();
     let mut records = Vec::with_capacity(steps.len());
     let mut observations = Vec::new();
-    let mut stopped = false;
-    let mut result = CaseResult::Passed;
-    let mut lost: Option<String> = None;
+    let mut tally = Tally { result: CaseResult::Passed, stopped: false, lost: None };
     for (step, section) in steps {
         let label = label(step);
-        if stopped {
+        if tally.stopped {
             let skipped = record(label, StepStatus::Skipped, 0, None, section, None);
             if run.observe {
                 observations.push(state.observe_step(records.len(), &skipped, false).await);
@@ -283,29 +301,7 @@ pub async fn run_attempt_with<D: Device>(
         };
         let ms = step_started.elapsed().as_millis() as u64;
         let events = if step.verb.starts_with("app.") { state.take_events().await } else { None };
-        let (status, error) = match outcome {
-            Ok(Done::Passed) => (StepStatus::Passed, None),
-            Ok(Done::Skipped) => (StepStatus::Skipped, None),
-            Err(StepError::Failed(message)) => {
-                result = CaseResult::Failed;
-                stopped = !run.keep_going || section == Section::Setup;
-                (StepStatus::Failed, Some(message))
-            }
-            Err(StepError::Lost(message)) => {
-                // Recorded as lynkeus records it; the rest proves nothing.
-                result = CaseResult::Failed;
-                stopped = true;
-                lost.get_or_insert_with(|| format!("{label}: {message}"));
-                (StepStatus::Failed, Some(message))
-            }
-            Err(StepError::Unsupported(name)) => {
-                if result != CaseResult::Failed {
-                    result = CaseResult::Unsupported;
-                }
-                stopped = true;
-                (StepStatus::Unsupported, Some(format!("this host has no {name}")))
-            }
-        };
+        let (status, error) = tally.take(outcome, &label, run.keep_going && section != Section::Setup);
         state.ran.insert(step.verb.clone());
         let app_or_macro = step.verb.starts_with("app.") || run.config.macros.contains_key(&step.verb);
         let screenshot = match &run.pictures {
@@ -327,6 +323,7 @@ pub async fn run_attempt_with<D: Device>(
         on_step(records.len(), &ran);
         records.push(ran);
     }
+    let Tally { result, lost, .. } = tally;
     let evidence = if result == CaseResult::Failed { Some(state.evidence().await) } else { None };
     let observed = run.observe.then(|| observe::finish(observations, hello.as_deref()));
     let case = RunCase {
@@ -397,6 +394,31 @@ fn record(
         screenshot: None,
         video_s: None,
         extra: Map::new(),
+    }
+}
+
+impl<'a, D: Device> Attempt<'a, D> {
+    /// An attempt about to start on `device`: nothing seen of the app yet.
+    fn new(device: &'a D, run: &'a RunContext) -> Self {
+        Self {
+            device,
+            run,
+            scope: HashMap::new(),
+            latest: Map::new(),
+            mark: None,
+            begun: None,
+            events_seen: None,
+            inspect_cache: HashMap::new(),
+            ran: HashSet::new(),
+            last_target: None,
+            last_route: None,
+            carried_events: Vec::new(),
+            interrupting: false,
+            step_screen: None,
+            checked_screen: None,
+            observed_seq: None,
+            step_timeout_ms: Default::default(),
+        }
     }
 }
 
