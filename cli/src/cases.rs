@@ -24,11 +24,11 @@ pub enum Command {
     /// Mute a case on the grid: it still runs and is recorded, but its
     /// failure no longer fails runs (they exit 0 when only muted cases
     /// failed; JUnit marks it skipped with the reason).
-    Mute(crate::grid::MuteArgs),
+    Mute(crate::grid_commands::MuteArgs),
     /// Unmute a muted case.
-    Unmute(crate::grid::UnmuteArgs),
+    Unmute(crate::grid_commands::UnmuteArgs),
     /// The cases muted on the grid.
-    Muted(crate::grid::MutedArgs),
+    Muted(crate::grid_commands::MutedArgs),
 }
 
 #[derive(clap::Args)]
@@ -91,9 +91,9 @@ pub async fn run(command: Command, matches: &clap::ArgMatches) -> ExitCode {
     match command {
         Command::Check(args) => check(args),
         Command::Run(args) => run_cases(args).await,
-        Command::Mute(args) => crate::grid::mute(args, matches).await,
-        Command::Unmute(args) => crate::grid::unmute(args, matches).await,
-        Command::Muted(args) => crate::grid::muted(args, matches).await,
+        Command::Mute(args) => crate::grid_commands::mute(args, matches).await,
+        Command::Unmute(args) => crate::grid_commands::unmute(args, matches).await,
+        Command::Muted(args) => crate::grid_commands::muted(args, matches).await,
     }
 }
 

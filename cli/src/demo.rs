@@ -19,7 +19,7 @@ use argus_sim::{Agent, AgentConfig, App, Model};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-use crate::grid::{Target, stop_on_signal};
+use crate::grid_commands::{Target, stop_on_signal};
 use crate::run::{execute, wait_for_devices};
 
 /// The demo project, built into the binary so that it runs from anywhere.
@@ -106,7 +106,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         Err(error) => return failed(format!("cannot listen on {}: {error}", args.http)),
     };
     let dashboard = http.local_addr().map(|a| format!("http://{a}/")).unwrap_or_default();
-    let artifacts = match crate::grid::open_artifacts(&state.join("artifacts")) {
+    let artifacts = match crate::grid_commands::open_artifacts(&state.join("artifacts")) {
         Ok(artifacts) => artifacts,
         Err(error) => return failed(error),
     };
@@ -183,7 +183,7 @@ pub async fn run(args: DemoArgs) -> ExitCode {
         cancel.cancelled().await;
     }
     cancel.cancel();
-    crate::grid::stop_local(tasks).await;
+    crate::grid_commands::stop_local(tasks).await;
     code
 }
 
@@ -230,7 +230,7 @@ async fn relaunch_once(
     cancel: CancellationToken,
     tasks: tokio_util::task::TaskTracker,
 ) {
-    let Ok((channel, bearer)) = crate::grid::channel(&target).await else { return };
+    let Ok((channel, bearer)) = crate::grid_commands::channel(&target).await else { return };
     let mut fleet = grpc::fleet_client::FleetClient::with_interceptor(channel, bearer);
     let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
     loop {

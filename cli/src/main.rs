@@ -21,7 +21,7 @@ mod cases;
 mod demo;
 mod demo_backend;
 mod endpoint;
-mod grid;
+mod grid_commands;
 mod progress;
 mod prune;
 mod run;
@@ -63,21 +63,21 @@ enum Command {
     /// Run a suite on the grid (or on a local one with --ports).
     Run(run::RunArgs),
     /// Serve the coordinator: the fleet, the scheduler and the store.
-    Coordinator(grid::CoordinatorArgs),
+    Coordinator(grid_commands::CoordinatorArgs),
     /// Serve device slots to a coordinator.
-    Worker(grid::WorkerArgs),
+    Worker(grid_commands::WorkerArgs),
     /// A coordinator and a worker in one process, on SQLite.
-    Standalone(grid::StandaloneArgs),
+    Standalone(grid_commands::StandaloneArgs),
     /// Apply the store's migrations.
-    Migrate(grid::StoreArgs),
+    Migrate(grid_commands::StoreArgs),
     /// Remove whole runs older than an age from the coordinator's database.
     Prune(prune::PruneArgs),
     /// The fleet: workers' devices and their state; release, quarantine, drain.
-    Devices(grid::DevicesArgs),
+    Devices(grid_commands::DevicesArgs),
     /// Recent runs.
-    Runs(grid::RunsArgs),
+    Runs(grid_commands::RunsArgs),
     /// Bring another runner's results into the history.
-    Import(grid::ImportArgs),
+    Import(grid_commands::ImportArgs),
 }
 
 /// The command line's definition (the settings read variables' names off it).
@@ -120,14 +120,14 @@ async fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args).await,
         Command::DemoBackend => demo_backend::run(),
         Command::Run(args) => run::run(args, &sub).await,
-        Command::Coordinator(args) => grid::coordinator(args, &sub).await,
-        Command::Worker(args) => grid::worker(args, &sub).await,
-        Command::Standalone(args) => grid::standalone(args).await,
-        Command::Migrate(args) => grid::migrate(args).await,
+        Command::Coordinator(args) => grid_commands::coordinator(args, &sub).await,
+        Command::Worker(args) => grid_commands::worker(args, &sub).await,
+        Command::Standalone(args) => grid_commands::standalone(args).await,
+        Command::Migrate(args) => grid_commands::migrate(args).await,
         Command::Prune(args) => prune::run(args, &sub).await,
-        Command::Devices(args) => grid::devices(args, &sub).await,
-        Command::Runs(args) => grid::runs(args, &sub).await,
-        Command::Import(args) => grid::import(args, &sub).await,
+        Command::Devices(args) => grid_commands::devices(args, &sub).await,
+        Command::Runs(args) => grid_commands::runs(args, &sub).await,
+        Command::Import(args) => grid_commands::import(args, &sub).await,
     };
     telemetry.shutdown().await;
     code

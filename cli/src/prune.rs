@@ -12,7 +12,7 @@ use argus_store::prune;
 
 use argus_coordinator::config::CoordinatorSettings;
 
-use crate::grid::{open_artifacts, with_secret_files};
+use crate::grid_commands::{open_artifacts, with_secret_files};
 use crate::settings;
 
 /// The database and artifacts come from the flags, the variables, or the

@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::grid::{Target, channel};
+use crate::grid_commands::{Target, channel};
 
 /// How long to wait before dialling a lost stream again.
 const REDIAL: Duration = Duration::from_secs(1);

@@ -37,7 +37,7 @@ pub async fn run(args: Args) -> ExitCode {
     let cancel = CancellationToken::new();
     let agent = argus_proto::task::spawn("agent", Agent::new(app, config).run(cancel.clone()));
     // Ctrl-C or SIGTERM (a test harness, a process supervisor) stops it.
-    crate::grid::stop_on_signal().cancelled().await;
+    crate::grid_commands::stop_on_signal().cancelled().await;
     cancel.cancel();
     let _ = agent.await;
     ExitCode::SUCCESS

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cases::OutputArgs;
-use crate::grid::{SlotArgs, Target, print_slots, start_local};
+use crate::grid_commands::{SlotArgs, Target, print_slots, start_local};
 
 use output::print_line;
 use request::{LocalDir, local_request, rerun_request};
@@ -235,7 +235,7 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> ExitCode {
         project.close().await;
     }
     cancel.cancel();
-    crate::grid::stop_local(local).await;
+    crate::grid_commands::stop_local(local).await;
     drop(local_dir);
     code
 }

@@ -12,7 +12,7 @@ use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use tokio_util::sync::CancellationToken;
 
-use crate::grid::{Target, channel};
+use crate::grid_commands::{Target, channel};
 use crate::progress::Progress;
 
 use super::*;

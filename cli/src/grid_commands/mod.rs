@@ -1,4 +1,5 @@
-//! `argus coordinator`, `argus worker`, `argus standalone`, `argus migrate`,
+//! The commands that start a grid or ask one: `argus coordinator`, `argus
+//! worker`, `argus standalone`, `argus migrate`,
 //! `argus devices` and `argus runs`: the grid's processes and their views.
 
 use std::net::SocketAddr;
