@@ -62,17 +62,7 @@ pub fn read(bytes: &[u8], now_ms: i64) -> Result<Report, JunitError> {
     }
     let mut reader = quick_xml::Reader::from_str(text);
     reader.config_mut().check_end_names = true;
-    let mut cases: Vec<RunCase> = Vec::new();
-    let mut case: Option<Reading> = None;
-    // The element whose text is being read: inside a case's failure, error or skipped.
-    let mut text_of: Option<&'static str> = None;
-    let mut texts = String::new();
-    let mut suites_names: Vec<String> = Vec::new();
-    let mut hints: Vec<&'static str> = Vec::new();
-    let mut started_ms: Option<i64> = None;
-    let mut suite_ms: Option<i64> = None;
-    let mut depth = 0usize;
-    let mut saw_root = false;
+    let mut scan = Scan { now_ms, ..Scan::default() };
     loop {
         let at = reader.buffer_position();
         let event =
@@ -83,165 +73,210 @@ pub fn read(bytes: &[u8], now_ms: i64) -> Result<Report, JunitError> {
                     "the report has a DOCTYPE: a JUnit report needs none, and entities are never expanded".into(),
                 ));
             }
-            Event::Start(ref e) | Event::Empty(ref e) => {
-                let empty = matches!(event, Event::Empty(_));
-                let name = e.local_name();
-                let name = std::str::from_utf8(name.as_ref()).unwrap_or("");
-                if !saw_root {
-                    saw_root = true;
-                    if name != "testsuites" && name != "testsuite" {
-                        return Err(err(format!(
-                            "the report's root is <{name}>, not <testsuites> or <testsuite>: not a JUnit report"
-                        )));
-                    }
-                }
-                if !empty {
-                    depth += 1;
-                }
-                match name {
-                    "testsuites" | "testsuite" => {
-                        if let Some(suite) = attr(e, "name")? {
-                            suites_names.push(suite);
-                        }
-                        if attr(e, "device")?.is_some() {
-                            hints.push("maestro");
-                        }
-                        if let Some(stamp) = attr(e, "timestamp")? {
-                            let ms = parse_time(&stamp);
-                            suite_ms = ms.or(suite_ms);
-                            started_ms = match (started_ms, ms) {
-                                (Some(a), Some(b)) => Some(a.min(b)),
-                                (a, b) => a.or(b),
-                            };
-                        }
-                    }
-                    "testcase" => {
-                        if case.is_some() {
-                            return Err(err(format!("a <testcase> inside a <testcase> at byte {at}")));
-                        }
-                        let seconds = attr(e, "time")?.unwrap_or_default();
-                        let reading = Reading {
-                            classname: attr(e, "classname")?.unwrap_or_default(),
-                            name: attr(e, "name")?.unwrap_or_default(),
-                            file: attr(e, "file")?,
-                            ms: parse_seconds(&seconds).map_err(|_| {
-                                err(format!("<testcase time={seconds:?}> at byte {at} is not a number of seconds"))
-                            })?,
-                            status_attr: attr(e, "status")?,
-                            ..Reading::default()
-                        };
-                        if reading.name.is_empty() {
-                            return Err(err(format!("a <testcase> at byte {at} has no name")));
-                        }
-                        if empty {
-                            push(&mut cases, reading, started_ms.or(suite_ms).unwrap_or(now_ms))?;
-                        } else {
-                            case = Some(reading);
-                        }
-                    }
-                    "failure" | "error" | "skipped" | "flakyFailure" | "flakyError" | "rerunFailure" | "rerunError" => {
-                        if let Some(reading) = case.as_mut() {
-                            let kind = match name {
-                                "failure" => "failure",
-                                "error" => "error",
-                                "skipped" => "skipped",
-                                _ => "rerun",
-                            };
-                            let message = attr(e, "message")?.unwrap_or_default();
-                            if kind == "rerun" {
-                                reading.reruns.push(message);
-                            } else {
-                                reading.outcome = Some((kind, message));
-                            }
-                            if !empty {
-                                text_of = Some(kind);
-                                texts.clear();
-                            }
-                        }
-                    }
-                    "property" if attr(e, "name")?.is_some_and(|n| n.starts_with("java.")) => hints.push("surefire"),
-                    _ => {}
-                }
+            Event::Start(ref e) => scan.start(e, false, at)?,
+            Event::Empty(ref e) => scan.start(e, true, at)?,
+            Event::End(ref e) => scan.end(e.local_name().as_ref())?,
+            Event::Text(t) if scan.text_of.is_some() => {
+                scan.text(&t.xml10_content().map_err(|e| err(format!("text at byte {at}: {e}")))?);
             }
-            Event::End(ref e) => {
-                depth = depth.saturating_sub(1);
-                let name = e.local_name();
-                match name.as_ref() {
-                    b"testcase" => {
-                        if let Some(reading) = case.take() {
-                            push(&mut cases, reading, started_ms.or(suite_ms).unwrap_or(now_ms))?;
-                        }
-                    }
-                    b"failure" | b"error" | b"skipped" => {
-                        if let (Some(kind), Some(reading)) = (text_of.take(), case.as_mut())
-                            && kind != "rerun"
-                            && let Some((_, message)) = reading.outcome.as_mut()
-                        {
-                            let body = texts.trim();
-                            if message.is_empty() {
-                                *message = body.to_owned();
-                            } else if !body.is_empty() {
-                                message.push('\n');
-                                message.push_str(body);
-                            }
-                        }
-                    }
-                    b"flakyFailure" | b"flakyError" | b"rerunFailure" | b"rerunError" => text_of = None,
-                    _ => {}
-                }
-                if cases.len() > MAX_CASES {
-                    return Err(err(format!("the report holds more than {MAX_CASES} test cases")));
-                }
-            }
-            Event::Text(t) if text_of.is_some() => {
-                let piece = t.xml10_content().map_err(|e| err(format!("text at byte {at}: {e}")))?;
-                if texts.len() < MAX_TEXT {
-                    texts.push_str(&piece);
-                }
-            }
-            Event::CData(t) if text_of.is_some() => {
-                let piece = t.decode().map_err(|e| err(format!("CDATA at byte {at}: {e}")))?;
-                if texts.len() < MAX_TEXT {
-                    texts.push_str(&piece);
-                }
+            Event::CData(t) if scan.text_of.is_some() => {
+                scan.text(&t.decode().map_err(|e| err(format!("CDATA at byte {at}: {e}")))?);
             }
             Event::GeneralRef(r) => {
-                let resolved = if r.is_char_ref() {
-                    r.resolve_char_ref()
-                        .map_err(|e| err(format!("a character reference at byte {at}: {e}")))?
-                        .map(String::from)
-                } else {
-                    let name = r.decode().map_err(|e| err(format!("a reference at byte {at}: {e}")))?;
-                    match quick_xml::escape::resolve_predefined_entity(&name) {
-                        Some(text) => Some(text.to_owned()),
-                        None => {
-                            return Err(err(format!(
-                                "&{name}; at byte {at} is not one of XML's five entities; none other is expanded"
-                            )));
-                        }
-                    }
-                };
-                if let (Some(_), Some(text)) = (text_of, resolved)
-                    && texts.len() < MAX_TEXT
-                {
-                    texts.push_str(&text);
+                if let Some(text) = resolved(&r, at)? {
+                    scan.text(&text);
                 }
             }
             Event::Eof => break,
             _ => {}
         }
     }
-    if !saw_root {
-        return Err(err("the report is empty: no <testsuites> or <testsuite>".into()));
+    scan.report()
+}
+
+/// What a report's reading has found so far.
+#[derive(Default)]
+struct Scan {
+    now_ms: i64,
+    cases: Vec<RunCase>,
+    /// The `<testcase>` being read.
+    case: Option<Reading>,
+    /// The element whose text is being read: inside a case's failure, error or skipped.
+    text_of: Option<&'static str>,
+    texts: String,
+    suites_names: Vec<String>,
+    hints: Vec<&'static str>,
+    started_ms: Option<i64>,
+    suite_ms: Option<i64>,
+    depth: usize,
+    saw_root: bool,
+}
+
+impl Scan {
+    /// An element opens (`empty`: and closes at once).
+    fn start(&mut self, e: &BytesStart, empty: bool, at: u64) -> Result<(), JunitError> {
+        let err = |message: String| JunitError(message);
+        let name = e.local_name();
+        let name = std::str::from_utf8(name.as_ref()).unwrap_or("");
+        if !self.saw_root {
+            self.saw_root = true;
+            if name != "testsuites" && name != "testsuite" {
+                return Err(err(format!(
+                    "the report's root is <{name}>, not <testsuites> or <testsuite>: not a JUnit report"
+                )));
+            }
+        }
+        if !empty {
+            self.depth += 1;
+        }
+        match name {
+            "testsuites" | "testsuite" => self.suite(e)?,
+            "testcase" => {
+                if self.case.is_some() {
+                    return Err(err(format!("a <testcase> inside a <testcase> at byte {at}")));
+                }
+                let seconds = attr(e, "time")?.unwrap_or_default();
+                let reading = Reading {
+                    classname: attr(e, "classname")?.unwrap_or_default(),
+                    name: attr(e, "name")?.unwrap_or_default(),
+                    file: attr(e, "file")?,
+                    ms: parse_seconds(&seconds).map_err(|_| {
+                        err(format!("<testcase time={seconds:?}> at byte {at} is not a number of seconds"))
+                    })?,
+                    status_attr: attr(e, "status")?,
+                    ..Reading::default()
+                };
+                if reading.name.is_empty() {
+                    return Err(err(format!("a <testcase> at byte {at} has no name")));
+                }
+                if empty {
+                    push(&mut self.cases, reading, self.started_ms.or(self.suite_ms).unwrap_or(self.now_ms))?;
+                } else {
+                    self.case = Some(reading);
+                }
+            }
+            "failure" | "error" | "skipped" | "flakyFailure" | "flakyError" | "rerunFailure" | "rerunError" => {
+                self.outcome(e, name, empty)?;
+            }
+            "property" if attr(e, "name")?.is_some_and(|n| n.starts_with("java.")) => self.hints.push("surefire"),
+            _ => {}
+        }
+        Ok(())
     }
-    if depth != 0 || case.is_some() {
-        return Err(err("the report ends before its elements close".into()));
+
+    /// A `<testsuites>` or `<testsuite>`: its name, its device (Maestro),
+    /// its time.
+    fn suite(&mut self, e: &BytesStart) -> Result<(), JunitError> {
+        if let Some(suite) = attr(e, "name")? {
+            self.suites_names.push(suite);
+        }
+        if attr(e, "device")?.is_some() {
+            self.hints.push("maestro");
+        }
+        if let Some(stamp) = attr(e, "timestamp")? {
+            let ms = parse_time(&stamp);
+            self.suite_ms = ms.or(self.suite_ms);
+            self.started_ms = match (self.started_ms, ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(())
     }
-    if cases.is_empty() {
-        return Err(err("the report holds no <testcase>".into()));
+
+    /// A case's failure, error, skip or rerun.
+    fn outcome(&mut self, e: &BytesStart, name: &str, empty: bool) -> Result<(), JunitError> {
+        let Some(reading) = self.case.as_mut() else { return Ok(()) };
+        let kind = match name {
+            "failure" => "failure",
+            "error" => "error",
+            "skipped" => "skipped",
+            _ => "rerun",
+        };
+        let message = attr(e, "message")?.unwrap_or_default();
+        if kind == "rerun" {
+            reading.reruns.push(message);
+        } else {
+            reading.outcome = Some((kind, message));
+        }
+        if !empty {
+            self.text_of = Some(kind);
+            self.texts.clear();
+        }
+        Ok(())
     }
-    let tool = detect(&suites_names, &hints, &cases);
-    Ok(Report { tool, started_ms, lines: cases })
+
+    /// An element closes.
+    fn end(&mut self, name: &[u8]) -> Result<(), JunitError> {
+        self.depth = self.depth.saturating_sub(1);
+        match name {
+            b"testcase" => {
+                if let Some(reading) = self.case.take() {
+                    push(&mut self.cases, reading, self.started_ms.or(self.suite_ms).unwrap_or(self.now_ms))?;
+                }
+            }
+            b"failure" | b"error" | b"skipped" => {
+                if let (Some(kind), Some(reading)) = (self.text_of.take(), self.case.as_mut())
+                    && kind != "rerun"
+                    && let Some((_, message)) = reading.outcome.as_mut()
+                {
+                    let body = self.texts.trim();
+                    if message.is_empty() {
+                        *message = body.to_owned();
+                    } else if !body.is_empty() {
+                        message.push('\n');
+                        message.push_str(body);
+                    }
+                }
+            }
+            b"flakyFailure" | b"flakyError" | b"rerunFailure" | b"rerunError" => self.text_of = None,
+            _ => {}
+        }
+        if self.cases.len() > MAX_CASES {
+            return Err(JunitError(format!("the report holds more than {MAX_CASES} test cases")));
+        }
+        Ok(())
+    }
+
+    /// Text inside the element being read, kept up to [`MAX_TEXT`].
+    fn text(&mut self, piece: &str) {
+        if self.text_of.is_some() && self.texts.len() < MAX_TEXT {
+            self.texts.push_str(piece);
+        }
+    }
+
+    /// The report, once the document has ended.
+    fn report(self) -> Result<Report, JunitError> {
+        let err = |message: &str| JunitError(message.to_owned());
+        if !self.saw_root {
+            return Err(err("the report is empty: no <testsuites> or <testsuite>"));
+        }
+        if self.depth != 0 || self.case.is_some() {
+            return Err(err("the report ends before its elements close"));
+        }
+        if self.cases.is_empty() {
+            return Err(err("the report holds no <testcase>"));
+        }
+        let tool = detect(&self.suites_names, &self.hints, &self.cases);
+        Ok(Report { tool, started_ms: self.started_ms, lines: self.cases })
+    }
+}
+
+/// A character or entity reference: its text, or an error for an entity
+/// that is not one of XML's five (none other is ever expanded).
+fn resolved(r: &quick_xml::events::BytesRef, at: u64) -> Result<Option<String>, JunitError> {
+    let err = |message: String| JunitError(message);
+    if r.is_char_ref() {
+        return Ok(r
+            .resolve_char_ref()
+            .map_err(|e| err(format!("a character reference at byte {at}: {e}")))?
+            .map(String::from));
+    }
+    let name = r.decode().map_err(|e| err(format!("a reference at byte {at}: {e}")))?;
+    match quick_xml::escape::resolve_predefined_entity(&name) {
+        Some(text) => Ok(Some(text.to_owned())),
+        None => Err(err(format!("&{name}; at byte {at} is not one of XML's five entities; none other is expanded"))),
+    }
 }
 
 /// An attribute's value, unescaped (only XML's own entities).
