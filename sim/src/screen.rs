@@ -187,7 +187,18 @@ pub fn snapshot(route: &Route, state: &ScreenState, now: Instant, window: Size) 
         out.nodes.push(index);
     }
 
-    // Scroll content heights, for clamping swipes.
+    measure_scrolls(&mut out, route, &unshifted, &element_of_node);
+    if let Some(layer_node) = layer.filter(|n| element_of_node[*n].is_some()) {
+        present_layer(&mut out, route, layer_node, &element_of_node);
+    }
+    mark_covered(&mut out, route);
+    out
+}
+
+/// Each scroll's content height, for clamping swipes: what its mounted
+/// content spans, unless the model says.
+fn measure_scrolls(out: &mut Snapshot, route: &Route, unshifted: &[Frame], element_of_node: &[Option<usize>]) {
+    let nodes = &route.nodes;
     for &index in &out.nodes {
         let spec = &nodes[index].spec;
         if spec.kind != ElementKind::Scroll {
@@ -200,26 +211,24 @@ pub fn snapshot(route: &Route, state: &ScreenState, now: Instant, window: Size) 
             .fold(top, f64::max);
         out.content.insert(index, spec.content_height.unwrap_or(bottom - top + GAP));
     }
+}
 
-    // The last layer mounted presents; what lies outside it is behind it.
-    if let Some(layer_node) = layer.filter(|n| element_of_node[*n].is_some()) {
-        let spec = &nodes[layer_node].spec;
-        let reason = if spec.modal { HiddenReason::BehindModal } else { HiddenReason::BehindOverlay };
-        let range = layer_node..nodes[layer_node].subtree_end;
-        for (element, node) in out.elements.iter_mut().zip(&out.nodes) {
-            if !range.contains(node) && element.hidden.is_none() {
-                element.hidden = Some(reason);
-            }
+/// The last layer mounted presents; what lies outside it is behind it.
+fn present_layer(out: &mut Snapshot, route: &Route, layer_node: usize, element_of_node: &[Option<usize>]) {
+    let nodes = &route.nodes;
+    let spec = &nodes[layer_node].spec;
+    let reason = if spec.modal { HiddenReason::BehindModal } else { HiddenReason::BehindOverlay };
+    let range = layer_node..nodes[layer_node].subtree_end;
+    for (element, node) in out.elements.iter_mut().zip(&out.nodes) {
+        if !range.contains(node) && element.hidden.is_none() {
+            element.hidden = Some(reason);
         }
-        out.presenting = Some(Presenting {
-            i: element_of_node[layer_node].unwrap_or_default(),
-            modal: spec.modal,
-            test_id: spec.test_id.clone(),
-        });
     }
-
-    mark_covered(&mut out, route);
-    out
+    out.presenting = Some(Presenting {
+        i: element_of_node[layer_node].unwrap_or_default(),
+        modal: spec.modal,
+        test_id: spec.test_id.clone(),
+    });
 }
 
 /// A control is covered when a later element that takes touches, and is not
