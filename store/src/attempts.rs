@@ -187,27 +187,7 @@ impl Store {
         // What follows each result, with it: nothing of a refused one.
         insert_pending(&mut tx, &tries, results.first().map_or(0, |(_, o)| o.finished_at), self.rows()).await?;
         update_case_results(&mut tx, &finals, self.rows()).await?;
-        for chunk in steps.chunks(self.rows()) {
-            let sql = format!(
-                "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) VALUES {}",
-                placeholders(chunk.len(), 9)
-            );
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (key, idx, step) in chunk {
-                query = query
-                    .bind(&key.run_id)
-                    .bind(&key.case_id)
-                    .bind(key.attempt)
-                    .bind(key.try_no)
-                    .bind(*idx)
-                    .bind(&step.step)
-                    .bind(&step.status)
-                    .bind(step.ms)
-                    .bind(&step.error);
-            }
-            query.execute(&mut *tx).await?;
-        }
+        insert_steps(&mut tx, &steps, self.rows()).await?;
         let observed: Vec<crate::observations::Recorded> = taken
             .iter()
             .filter_map(|(key, outcome)| {
@@ -220,17 +200,8 @@ impl Store {
         // transaction, or (a try again whose first answer was lost) before.
         let mut ended: HashSet<&str> = finished.keys().map(String::as_str).collect();
         let earlier: Vec<&str> = next.iter().map(|(after, _)| after.as_str()).filter(|a| !ended.contains(a)).collect();
-        for chunk in earlier.chunks(self.rows()) {
-            let ids: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-            let sql = format!("SELECT id FROM leases WHERE ended_at IS NOT NULL AND id IN ({})", ids.join(", "));
-            // Built from constants and numbered placeholders only.
-            let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
-            for id in chunk {
-                query = query.bind(*id);
-            }
-            let were: HashSet<String> = query.fetch_all(&mut *tx).await?.into_iter().collect();
-            ended.extend(chunk.iter().filter(|id| were.contains(**id)));
-        }
+        let were = ended_leases(&mut tx, &earlier, self.rows()).await?;
+        ended.extend(earlier.iter().filter(|id| were.contains(**id)));
         let following: Vec<&NewLease> =
             next.iter().filter(|(after, _)| ended.contains(after.as_str())).map(|(_, lease)| lease).collect();
         let mut granted = grant_in(&mut tx, &following, self.rows()).await?.into_iter();
@@ -307,6 +278,56 @@ impl Store {
         tx.commit().await?;
         Ok(())
     }
+}
+
+/// A burst's steps, each with the attempt it belongs to.
+async fn insert_steps(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    steps: &[(AttemptKey, i64, &StepRow)],
+    rows: usize,
+) -> Result<(), StoreError> {
+    for chunk in steps.chunks(rows) {
+        let sql = format!(
+            "INSERT INTO steps (run_id, case_id, attempt, try_no, idx, step, status, ms, error) VALUES {}",
+            placeholders(chunk.len(), 9)
+        );
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (key, idx, step) in chunk {
+            query = query
+                .bind(&key.run_id)
+                .bind(&key.case_id)
+                .bind(key.attempt)
+                .bind(key.try_no)
+                .bind(*idx)
+                .bind(&step.step)
+                .bind(&step.status)
+                .bind(step.ms)
+                .bind(&step.error);
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Which of `ids` are leases already ended.
+async fn ended_leases(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    ids: &[&str],
+    rows: usize,
+) -> Result<HashSet<String>, StoreError> {
+    let mut ended = HashSet::new();
+    for chunk in ids.chunks(rows) {
+        let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+        let sql = format!("SELECT id FROM leases WHERE ended_at IS NOT NULL AND id IN ({})", marks.join(", "));
+        // Built from constants and numbered placeholders only.
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+        for id in chunk {
+            query = query.bind(*id);
+        }
+        ended.extend(query.fetch_all(&mut **tx).await?);
+    }
+    Ok(ended)
 }
 
 /// Grants every lease whose attempt is still pending, in `tx`: one statement
