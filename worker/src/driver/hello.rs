@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use argus_proto::wire::{Hello, Request};
+use argus_proto::wire::Hello;
 use futures_util::SinkExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -143,8 +143,7 @@ impl Shared {
         // same): the calls keep lynkeus' own numbering, 1, 2, 3….
         let id = PROBE_IDS + self.next_probe.fetch_add(1, Ordering::Relaxed);
         let params = (!params.is_null()).then_some(params);
-        let request = Request { id, method: method.to_owned(), params };
-        let frame: Utf8Bytes = serde_json::to_string(&request).expect("a request always serialises").into();
+        let frame = super::request_frame(id, method, params);
         let (reply, answer) = oneshot::channel();
         self.lock().probes.insert(id, reply);
         let sent = sink.lock().await.send(Message::Text(frame)).await;

@@ -388,8 +388,7 @@ impl Shared {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        let request = Request { id, method: method.to_owned(), params };
-        let frame: Utf8Bytes = serde_json::to_string(&request).expect("a request always serialises").into();
+        let frame = request_frame(id, method, params);
         let (reply, answer) = oneshot::channel();
         let sink = {
             let mut state = self.lock();
@@ -560,6 +559,13 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, cancel: Cancell
         }
     }
     debug!("driver stopped listening");
+}
+
+/// A request as the frame sent (and resent) to the app.
+fn request_frame(id: u64, method: &str, params: Option<Value>) -> Utf8Bytes {
+    let request = Request { id, method: method.to_owned(), params };
+    // Plain data (a string and JSON values): it always serialises.
+    serde_json::to_string(&request).expect("a request always serialises").into()
 }
 
 /// Random per driver: the app tells a reconnect from a new driver by it.
