@@ -68,7 +68,7 @@ impl Owner {
                 d.quarantine = Some(reason.clone());
                 d.caps.quarantined = true;
             }
-            self.unsaved_quarantines.push((device.to_owned(), reason));
+            self.unwritten.quarantines.push((device.to_owned(), reason));
         }
     }
 
@@ -118,7 +118,7 @@ impl Owner {
             Worker { id: id.clone(), conn, hostname: register.hostname, tx, draining: memory.draining, last_seen: now },
         );
         for device in register.devices {
-            self.dirty_devices.insert(format!("{id}/{}", device.slot));
+            self.unwritten.devices.insert(format!("{id}/{}", device.slot));
             self.update_device(&id, device);
         }
         for (device, reason) in memory.quarantined {
@@ -184,7 +184,7 @@ impl Owner {
             quarantined: entry.quarantine.is_some() || entry.mismatch.is_some(),
         };
         if entry.info != info {
-            self.dirty_devices.insert(id.clone());
+            self.unwritten.devices.insert(id.clone());
         }
         entry.info = info;
         entry.hello = hello;
@@ -213,7 +213,7 @@ impl Owner {
                         && lease.worker == worker
                     {
                         lease.deadline = deadline;
-                        self.unextended.insert(id.clone());
+                        self.unwritten.heartbeats.insert(id.clone());
                     }
                 }
             }
@@ -344,7 +344,7 @@ impl Owner {
     /// then what it does, then whether its app is there.
     pub(super) fn availability(&self, d: &Device) -> Availability {
         let granting = self.granting.as_ref().is_some_and(|g| g.devices.contains(&d.id));
-        let leased = d.lease.is_some() || granting || self.ungranted.iter().any(|(_, l)| l.device_id == d.id);
+        let leased = d.lease.is_some() || granting || self.unwritten.grants_device(&d.id);
         self.availability_as(d, leased, d.info.state)
     }
 

@@ -88,7 +88,7 @@ impl Owner {
                 // devices and attempts held for them meanwhile. New leases
                 // for those attempts would be refused if these committed.
                 warn!(%error, leases = planned.len(), "cannot commit leases; trying them again at the next sweep");
-                self.ungranted.extend(planned);
+                self.unwritten.grants.extend(planned);
                 return;
             }
         };
@@ -128,8 +128,8 @@ impl Owner {
                 // Whether it committed is unknown: the same results and
                 // leases are written again, which grants a lease once.
                 warn!(%error, results = prepared.len(), "cannot record results; trying again at the next sweep");
-                self.unrecorded.extend(prepared);
-                self.unchained.extend(chained);
+                self.unwritten.results.extend(prepared);
+                self.unwritten.chained.extend(chained);
                 return;
             }
         };

@@ -62,7 +62,7 @@ impl Owner {
     /// Queues the next try of an attempt: written with the rest of the
     /// burst's ([`Owner::flush`]), then offered to devices.
     pub(super) fn queue(&mut self, key: Key, avoid_device: Option<String>) {
-        self.unqueued.push((key, avoid_device));
+        self.unwritten.tries.push((key, avoid_device));
     }
 
     /// Hands each idle device its next attempt (longest expected first, in
@@ -116,11 +116,11 @@ impl Owner {
     /// taken back once sent ([`Owner::send_lease`]), and its attempt runs
     /// again.
     pub(super) async fn regrant(&mut self) {
-        if self.ungranted.is_empty() {
+        if self.unwritten.grants.is_empty() {
             return;
         }
         self.settle_grant().await;
-        let planned = std::mem::take(&mut self.ungranted);
+        let planned = std::mem::take(&mut self.unwritten.grants);
         self.grant(planned);
     }
 
@@ -132,10 +132,10 @@ impl Owner {
         let mut shares: HashMap<String, Share> =
             self.runs.values().map(|r| (r.id.clone(), Share { priority: r.priority, running: 0 })).collect();
         let held = self.leases.values().filter(|l| !self.finishing.contains(&l.id)).map(|l| &l.run_id);
-        let granting = self.granting.iter().flat_map(|g| g.planned.iter()).chain(self.ungranted.iter());
+        let granting = self.granting.iter().flat_map(|g| g.planned.iter()).chain(self.unwritten.grants.iter());
         let granting = granting.map(|(_, lease)| &lease.run_id);
         let in_flight = self.recording.iter().flat_map(|r| r.chained.iter());
-        let chained = in_flight.chain(self.unchained.iter()).map(|c| &c.lease.run_id);
+        let chained = in_flight.chain(self.unwritten.chained.iter()).map(|c| &c.lease.run_id);
         for run_id in held.chain(granting).chain(chained) {
             if let Some(share) = shares.get_mut(run_id) {
                 share.running += 1;

@@ -26,9 +26,7 @@ use crate::scheduler::{Capabilities, Pending, Queue, Selector, Share};
 use crate::time::{Clock, iso};
 use crate::waiting::Availability;
 use crate::watch::{self, WatchStream, Watcher};
-use argus_store::{
-    AttemptOutcome, DeviceRecord, NewLease, NewRun, Observed, PendingTry, StepRow, Store, StoreError, WorkerRecord,
-};
+use argus_store::{AttemptOutcome, DeviceRecord, NewLease, NewRun, Observed, StepRow, Store, StoreError, WorkerRecord};
 
 mod fleet;
 mod handle;
@@ -37,6 +35,7 @@ mod leases;
 mod records;
 pub(crate) mod runs;
 mod sessions;
+mod unwritten;
 
 pub use handle::Handle;
 pub use sessions::{Grant, Granted, SessionAsk};
@@ -46,6 +45,7 @@ use handle::Command;
 use in_flight::{Chained, Granting, MAX_RECORDING, Recording, answer_of};
 
 use fleet::device_record;
+use unwritten::Unwritten;
 
 /// How long a lease lives without a heartbeat.
 pub const LEASE_TTL: Duration = Duration::from_secs(20);
@@ -265,31 +265,12 @@ struct Owner {
     session_queue: Vec<sessions::Waiting>,
     /// Leases being committed: at most one dispatch's at a time.
     granting: Option<Granting>,
-    /// A dispatch's leases whose commit's answer was lost, written again
-    /// at the next sweep ([`Owner::regrant`]); empty while the store answers.
-    ungranted: Vec<(Pending<Key>, NewLease)>,
     /// Bursts of results being written, oldest first ([`MAX_RECORDING`]).
     recording: std::collections::VecDeque<Recording>,
     /// Their leases: what nothing else may end meanwhile.
     finishing: std::collections::HashSet<String>,
-    /// Results the store failed to take, tried again at each sweep, and
-    /// the leases that were to follow them ([`Chained`]).
-    unrecorded: Vec<Finished>,
-    unchained: Vec<Chained>,
-    /// Tries queued by attempts taken back, not yet written ([`Owner::flush`];
-    /// kept when the store fails). What follows a result is written with it.
-    unqueued: Vec<(Key, Option<String>)>,
-    unsaved_quarantines: Vec<(String, String)>,
-    /// Cancels the store failed to take (run, reason): whether they
-    /// committed is unknown, and each is written again at the next sweep
-    /// (a cancel is taken once) before its run ends here.
-    uncancelled: HashMap<String, String>,
-    /// Leases whose heartbeat the store has not been told yet: their new
-    /// deadline is written for all of them in one statement per sweep.
-    unextended: std::collections::HashSet<String>,
-    /// Devices whose state the store has not been told yet (written in one
-    /// statement at the next sweep).
-    dirty_devices: std::collections::HashSet<String>,
+    /// What the store has not taken yet, tried again at each sweep.
+    unwritten: Unwritten,
     /// When workers were last sent a keepalive (epoch ms).
     keepalive_at: i64,
     next_worker: u64,
@@ -366,16 +347,9 @@ pub async fn start(
         sessions: HashMap::new(),
         session_queue: Vec::new(),
         granting: None,
-        ungranted: Vec::new(),
         recording: Default::default(),
         finishing: Default::default(),
-        unrecorded: Vec::new(),
-        unchained: Vec::new(),
-        unqueued: Vec::new(),
-        unsaved_quarantines: Vec::new(),
-        uncancelled: HashMap::new(),
-        unextended: Default::default(),
-        dirty_devices: Default::default(),
+        unwritten: Unwritten::default(),
         keepalive_at: 0,
         next_worker: 0,
         clock: config.clock,
@@ -555,26 +529,12 @@ impl Owner {
     /// statement. What the store refuses stays, and the next flush tries
     /// again.
     async fn flush(&mut self) {
-        if !self.unqueued.is_empty() {
-            let tries: Vec<PendingTry> = self
-                .unqueued
-                .iter()
-                .map(|(k, _)| PendingTry {
-                    run_id: k.run.clone(),
-                    case_id: k.case.clone(),
-                    attempt: k.attempt,
-                    try_no: k.try_no,
-                })
-                .collect();
-            match self.store.queue_many(&tries, self.clock.now_ms()).await {
-                Ok(()) => {
-                    for (key, avoid) in std::mem::take(&mut self.unqueued) {
-                        self.enqueue(key, avoid);
-                    }
-                    self.dispatch_due = true;
-                }
-                Err(error) => warn!(%error, attempts = tries.len(), "cannot queue attempts; trying again"),
+        let written = self.unwritten.write_tries(&self.store, self.clock.now_ms()).await;
+        if !written.is_empty() {
+            for (key, avoid) in written {
+                self.enqueue(key, avoid);
             }
+            self.dispatch_due = true;
         }
     }
 
@@ -601,8 +561,8 @@ impl Owner {
     /// tries again what the store refused with an error: results, queued
     /// attempts, quarantines, run ends.
     async fn settle(&mut self) {
-        let unrecorded = std::mem::take(&mut self.unrecorded);
-        let unchained = std::mem::take(&mut self.unchained);
+        let unrecorded = std::mem::take(&mut self.unwritten.results);
+        let unchained = std::mem::take(&mut self.unwritten.chained);
         if !unrecorded.is_empty() {
             // A lease taken back meanwhile frees its device for any dispatch:
             // what was to follow it waits again, rather than share the device.
@@ -616,37 +576,22 @@ impl Owner {
         }
         self.flush().await;
         self.regrant().await;
-        self.unextended.retain(|id| self.leases.contains_key(id));
-        if !self.unextended.is_empty() {
-            let ids: Vec<String> = self.unextended.iter().cloned().collect();
-            match self.store.extend_leases(&ids, self.clock.now_ms() + self.config.lease_ttl.as_millis() as i64).await {
-                Ok(()) => self.unextended.clear(),
-                Err(error) => warn!(%error, leases = ids.len(), "cannot record heartbeats; trying again"),
-            }
-        }
-        for (run_id, reason) in std::mem::take(&mut self.uncancelled) {
+        let deadline = self.clock.now_ms() + self.config.lease_ttl.as_millis() as i64;
+        self.unwritten.write_heartbeats(&self.store, |id| self.leases.contains_key(id), deadline).await;
+        for (run_id, reason) in std::mem::take(&mut self.unwritten.cancels) {
             if let Err(error) = self.cancel(&run_id, &reason).await {
                 warn!(%error, run = %run_id, "cannot record that a run was cancelled; trying again");
             }
         }
-        for (device, reason) in std::mem::take(&mut self.unsaved_quarantines) {
+        for (device, reason) in std::mem::take(&mut self.unwritten.quarantines) {
             if self.devices.get(&device).is_some_and(|d| d.quarantine.as_ref() == Some(&reason)) {
                 self.quarantine_for(&device, reason).await;
             }
         }
-        if !self.dirty_devices.is_empty() {
-            let now = self.clock.now_ms();
-            let records: Vec<DeviceRecord> = self
-                .dirty_devices
-                .iter()
-                .filter_map(|id| self.devices.get(id))
-                .map(|d| device_record(&d.worker, &d.info, d.hello.as_deref(), now))
-                .collect();
-            match self.store.upsert_devices(&records).await {
-                Ok(()) => self.dirty_devices.clear(),
-                Err(error) => warn!(%error, devices = records.len(), "cannot record the devices' state; trying again"),
-            }
-        }
+        let now = self.clock.now_ms();
+        let devices = &self.devices;
+        let record = |id: &str| devices.get(id).map(|d| device_record(&d.worker, &d.info, d.hello.as_deref(), now));
+        self.unwritten.write_devices(&self.store, record).await;
         let ids: Vec<String> =
             self.runs.iter().filter(|(_, r)| r.finished.is_none()).map(|(id, _)| id.clone()).collect();
         for id in ids {

@@ -346,13 +346,11 @@ impl Owner {
         if let Err(error) = self.store.cancel_run(run_id, reason, self.clock.now_ms(), &manifest).await {
             // It may have committed: written again at the next sweep, and
             // the run ends here once the store has taken it.
-            self.uncancelled.insert(run_id.to_owned(), reason.to_owned());
+            self.unwritten.cancels.insert(run_id.to_owned(), reason.to_owned());
             return Err(error.into());
         }
         self.pending.remove_run(run_id);
-        self.unqueued.retain(|(key, _)| key.run != run_id);
-        // The store ended whatever of them committed.
-        self.ungranted.retain(|(pending, _)| pending.key.run != run_id);
+        self.unwritten.forget_run(run_id);
         let leases: Vec<String> = self.leases.values().filter(|l| l.run_id == run_id).map(|l| l.id.clone()).collect();
         for lease_id in leases {
             let Some(lease) = self.leases.remove(&lease_id) else { continue };
