@@ -12,6 +12,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(files, ["."])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("argus_descriptor.bin"), descriptors.encode_to_vec())?;
-    tonic_prost_build::configure().compile_fds(descriptors)?;
+    // A result's verdict and observations are boxed: inline, they would
+    // make every worker message on the owner's channel as big as a result.
+    tonic_prost_build::configure()
+        .boxed(".argus.v1.AttemptResult.verdict")
+        .boxed(".argus.v1.AttemptResult.observed")
+        .compile_fds(descriptors)?;
     Ok(())
 }

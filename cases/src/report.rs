@@ -157,15 +157,15 @@ pub fn junit_muted(
         // Where each attempt ran (on a grid): the last as `device` and
         // `platform`, every one as `attempt.N.device` and `attempt.N.platform`.
         let on = |attempt: &RunCase, field: &str| {
-            attempt.extra.get("device").and_then(|d| d.get(field)).and_then(|v| v.as_str()).map(str::to_owned)
+            let device = attempt.device.as_ref()?;
+            Some(if field == "device" { device.id.clone() } else { device.platform.clone() })
         };
         for field in ["device", "platform"] {
-            let key = if field == "device" { "id" } else { field };
-            if let Some(value) = on(last, key) {
+            if let Some(value) = on(last, field) {
                 case.add_property(Property::new(field, value));
             }
             for attempt in &tries {
-                if let Some(value) = on(attempt, key) {
+                if let Some(value) = on(attempt, field) {
                     case.add_property(Property::new(format!("attempt.{}.{field}", attempt.attempt), value));
                 }
             }
@@ -247,7 +247,8 @@ mod tests {
     fn junit_names_the_device_and_platform_of_each_attempt() {
         let on = |line: &str, device: &str, platform: &str| {
             let mut case: RunCase = serde_json::from_str(line).unwrap();
-            case.extra.insert("device".into(), serde_json::json!({"id": device, "platform": platform, "worker": "w"}));
+            case.device =
+                Some(argus_proto::run::RunDevice { id: device.into(), platform: platform.into(), worker: "w".into() });
             case
         };
         let xml = junit("shop", &[on(FAILED, "w/1", "ios"), on(PASSED, "w/2", "android")]);

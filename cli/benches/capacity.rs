@@ -251,6 +251,7 @@ fn answer(lease: &grpc::Lease) -> Vec<worker_message::Kind> {
         steps: vec![step.clone(); steps],
         evidence: None,
         video: None,
+        device: None,
         extra: Default::default(),
     };
     let mut messages: Vec<worker_message::Kind> = (0..steps)
@@ -263,10 +264,8 @@ fn answer(lease: &grpc::Lease) -> Vec<worker_message::Kind> {
         })
         .collect();
     messages.push(worker_message::Kind::Attempt(grpc::AttemptResult {
-        lease_id: lease.lease_id.clone(),
-        run_case_json: line.to_line(),
         lease_to_first_call_us: 1,
-        ..Default::default()
+        ..grpc::AttemptResult::recorded(&lease.lease_id, &line)
     }));
     messages
 }

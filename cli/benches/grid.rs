@@ -97,7 +97,9 @@ async fn run(url: &str, cases: Vec<grpc::CaseFile>, expected: usize) -> Measured
         match update.kind {
             Some(run_update::Kind::Finished(finished)) if !finished.infrastructure_failure => {
                 first_call.record(finished.lease_to_first_call_us.max(1) as u64).unwrap();
-                lines.push(serde_json::from_str(&finished.run_case_json).unwrap());
+                let mut line: RunCase = serde_json::from_str(&finished.run_case_json).unwrap();
+                line.device = finished.device.as_ref().map(argus_proto::run::RunDevice::from);
+                lines.push(line);
             }
             Some(run_update::Kind::RunFinished(_)) => break,
             _ => {}
@@ -190,7 +192,7 @@ fn held_ms(line: &RunCase) -> u64 {
 fn same_device_gaps(lines: &[RunCase]) -> Histogram<u64> {
     let mut per_device: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     for line in lines {
-        let device = line.extra["device"]["id"].as_str().unwrap_or_default().to_owned();
+        let device = line.device.as_ref().map(|d| d.id.clone()).unwrap_or_default();
         let steps = chrono::DateTime::parse_from_rfc3339(&line.started_at).unwrap().timestamp_micros();
         let began = steps - (held_ms(line) - line.ms) as i64 * 1000;
         per_device.entry(device).or_default().push((began, steps + line.ms as i64 * 1000));

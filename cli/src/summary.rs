@@ -106,7 +106,13 @@ pub fn summary(totals: &RunTotals, lines: &[RunCase], retaken: &Retaken, wall: D
 }
 
 fn device<'a>(line: &'a RunCase, field: &str) -> Option<&'a str> {
-    line.extra.get("device")?.get(field)?.as_str()
+    let device = line.device.as_ref()?;
+    match field {
+        "id" => Some(&device.id),
+        "platform" => Some(&device.platform),
+        _ => Some(&device.worker),
+    }
+    .map(String::as_str)
 }
 
 /// Why each failed case failed, one line each (`✗ case [cause] first

@@ -23,7 +23,7 @@ fn the_demo_shards_its_suite_over_both_platforms_and_shows_a_flake_an_unsupporte
     let run = RunDir::read(&out).unwrap();
     assert_eq!(run.manifest.totals.unwrap().cases, 45);
     let platforms: std::collections::BTreeSet<&str> =
-        run.cases.iter().filter_map(|c| c.extra.get("device")?.get("platform")?.as_str()).collect();
+        run.cases.iter().filter_map(|c| Some(c.device.as_ref()?.platform.as_str())).collect();
     assert_eq!(platforms.into_iter().collect::<Vec<_>>(), ["android", "ios"]);
     assert_eq!(run.manifest.platform, None, "not one platform");
     assert_eq!(run.manifest.extra["platforms"], serde_json::json!(["android", "ios"]), "but these");
@@ -74,7 +74,7 @@ fn run_on_a_local_grid_and_its_exit_codes() {
     );
     let written = RunDir::read(&project.join("out")).unwrap();
     assert_eq!(written.cases.len(), 4);
-    assert!(written.cases.iter().all(|c| c.extra["device"]["worker"] == "local"));
+    assert!(written.cases.iter().all(|c| c.device.as_ref().unwrap().worker == "local"));
 
     // A reader that has gone (`argus run … | head`): the run still ends,
     // writes its directory and says 1, without a panic.
@@ -272,7 +272,7 @@ fn a_failed_step_is_pictured_and_its_picture_reaches_the_store_the_run_directory
         let in_out = std::fs::read(out.join(&path)).expect("argus run --out fetched the picture");
         let in_store = std::fs::read(artifacts.join(&run_id).join(&path)).expect("the coordinator kept the picture");
         assert_eq!(in_out, in_store);
-        match attempt.extra["device"]["worker"].as_str().unwrap() {
+        match attempt.device.as_ref().unwrap().worker.as_str() {
             "w0" => {
                 assert_eq!(in_out, format!("hook picture of red on {}", ports[0]).into_bytes(), "the slot's hook");
                 let film = attempt.video.clone().expect("the slot's record hook filmed the attempt");
@@ -1124,7 +1124,7 @@ fn a_slots_log_hook_keeps_each_attempts_device_log_bounded_and_fetched_into_the_
     for line in &lines {
         let log = line.extra.get("log").and_then(|l| l.as_str()).unwrap_or_else(|| panic!("{} names no log", line.id));
         let kept = std::fs::read_to_string(out.join(log)).unwrap_or_else(|e| panic!("{log} was not fetched: {e}"));
-        let platform = line.extra["device"]["platform"].as_str().unwrap().to_owned();
+        let platform = line.device.as_ref().unwrap().platform.as_str().to_owned();
         if platform == "android" {
             assert!(kept.starts_with("--------- beginning of main\n"), "its start is kept");
             assert!(kept.contains(" bytes of the device log left out …\n"), "a flood is bounded");

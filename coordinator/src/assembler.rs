@@ -25,27 +25,23 @@ impl Assembler {
 
     /// Makes an attempt's result name only the files that were kept (none
     /// when this coordinator keeps none): a page or `--out` never points at
-    /// a picture that is not there.
+    /// a picture that is not there. The verdict says which files the record
+    /// names; the record is read and written again only when one of them
+    /// was not kept.
     pub fn settle(&mut self, result: &mut grpc::AttemptResult) {
         let kept = self.kept.remove(&result.lease_id).unwrap_or_default();
-        // Most lines name no file; those are not parsed here.
-        let json = &result.run_case_json;
-        if !json.contains("\"screenshot\"") && !json.contains("\"video\"") {
+        let Some(verdict) = result.verdict.as_mut() else { return };
+        if verdict.files.iter().all(|path| kept.contains(path)) {
             return;
         }
-        // A line that does not parse is refused where the result is judged
-        // (the grid runs the attempt again, saying why); nothing to settle.
-        let Ok(mut line) = serde_json::from_str::<argus_proto::run::RunCase>(json) else {
-            tracing::debug!(lease = %result.lease_id, "a result whose line does not parse: its files are left to the grid's refusal");
+        // A record that does not parse was refused at the edge, before this.
+        let Ok(mut line) = serde_json::from_str::<argus_proto::run::RunCase>(&result.run_case_json) else {
             return;
         };
-        let named = argus_proto::artifacts::files_of(&line);
-        if named.iter().all(|path| kept.contains(path)) {
-            return;
-        }
-        for path in named.iter().filter(|path| !kept.contains(path)) {
+        for path in verdict.files.iter().filter(|path| !kept.contains(path)) {
             argus_proto::artifacts::forget(&mut line, path);
         }
+        verdict.files.retain(|path| kept.contains(path));
         result.run_case_json = line.to_line();
     }
 
@@ -136,23 +132,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut assembler = Assembler::new(Some(Arc::new(DirStore::open(dir.path().into()).unwrap())));
         assembler.piece(piece("home/01-a.png", b"png", true)).await;
-        let mut result = grpc::AttemptResult {
-            lease_id: "l1".into(),
-            run_case_json: line([Some("home/01-a.png"), Some("home/02-b.png")]),
-            ..Default::default()
+        let result_of = |json: String| {
+            let record: argus_proto::run::RunCase = serde_json::from_str(&json).unwrap();
+            grpc::AttemptResult { run_case_json: json, ..grpc::AttemptResult::recorded("l1", &record) }
         };
+        let mut result = result_of(line([Some("home/01-a.png"), Some("home/02-b.png")]));
         assembler.settle(&mut result);
         let settled: argus_proto::run::RunCase = serde_json::from_str(&result.run_case_json).unwrap();
         assert_eq!(settled.steps[0].screenshot.as_deref(), Some("home/01-a.png"));
         assert_eq!(settled.steps[1].screenshot, None, "never sent, so not named");
+        assert_eq!(result.verdict.unwrap().files, ["home/01-a.png"], "the verdict names what the record names");
 
         let mut keeps_none = Assembler::new(None);
         keeps_none.piece(piece("home/01-a.png", b"png", true)).await;
-        let mut result = grpc::AttemptResult {
-            lease_id: "l1".into(),
-            run_case_json: line([Some("home/01-a.png"), None]),
-            ..Default::default()
-        };
+        let mut result = result_of(line([Some("home/01-a.png"), None]));
         keeps_none.settle(&mut result);
         assert!(!result.run_case_json.contains("screenshot"), "{}", result.run_case_json);
     }

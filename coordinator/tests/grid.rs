@@ -44,7 +44,9 @@ async fn run_to_end(url: &str, request: grpc::SubmitRequest) -> (Vec<RunCase>, V
                 infra.push(finished.infrastructure_reason)
             }
             Some(run_update::Kind::Finished(finished)) => {
-                lines.push(serde_json::from_str(&finished.run_case_json).unwrap())
+                let mut line: RunCase = serde_json::from_str(&finished.run_case_json).unwrap();
+                line.device = finished.device.as_ref().map(argus_proto::run::RunDevice::from);
+                lines.push(line)
             }
             Some(run_update::Kind::RunFinished(done)) => {
                 return (lines, infra, serde_json::from_str(&done.manifest_json).unwrap());
@@ -89,7 +91,7 @@ async fn forty_cases_on(postgres: bool) {
     for line in &lines {
         *per_case.entry(&line.id).or_default() += 1;
         assert_eq!(line.result, CaseResult::Passed, "{}", line.to_line());
-        let device = line.extra["device"]["id"].as_str().unwrap().to_owned();
+        let device = line.device.as_ref().unwrap().id.as_str().to_owned();
         *per_device.entry(device).or_default() += 1;
     }
     assert_eq!(per_case.len(), 40);
@@ -101,9 +103,8 @@ async fn forty_cases_on(postgres: bool) {
     // What the client was told and what the database holds agree.
     let store = Store::open(&database_url).await.unwrap();
     let run = store.list_runs(1).await.unwrap().remove(0);
-    let stored: Vec<RunCase> =
-        store.run_lines(&run.id).await.unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let key = |l: &RunCase| (l.id.clone(), l.attempt, l.result, l.extra["device"]["id"].clone());
+    let stored: Vec<RunCase> = store.run_lines(&run.id).await.unwrap();
+    let key = |l: &RunCase| (l.id.clone(), l.attempt, l.result, l.device.as_ref().map(|d| d.id.clone()));
     let mut told: Vec<_> = lines.iter().map(key).collect();
     let mut held: Vec<_> = stored.iter().map(key).collect();
     told.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
@@ -221,7 +222,9 @@ async fn a_worker_killed_mid_run_loses_nothing() {
     assert!(killed_at.elapsed() < Duration::from_secs(30), "the rest finished within 30 s");
     assert!(!infra.is_empty(), "the killed worker's attempts were taken back");
     check_one_final_result_each(&lines, 12);
-    assert!(lines.iter().all(|l| l.extra["device"]["worker"] == "w2" || l.extra["device"]["worker"] == "w1"));
+    assert!(
+        lines.iter().all(|l| l.device.as_ref().unwrap().worker == "w2" || l.device.as_ref().unwrap().worker == "w1")
+    );
     assert_eq!(manifest.totals.unwrap().passed, 12);
 }
 
@@ -418,7 +421,7 @@ async fn a_failing_before_hook_sends_attempts_elsewhere_and_quarantines_its_devi
     wait_for_devices(&grid.url, 2).await;
     let (lines, infra, _) = run_to_end(&grid.url, request(suite(6))).await;
     check_one_final_result_each(&lines, 6);
-    assert!(lines.iter().all(|l| l.extra["device"]["worker"] == "good"), "every case ran on the good device");
+    assert!(lines.iter().all(|l| l.device.as_ref().unwrap().worker == "good"), "every case ran on the good device");
     assert!(infra.iter().any(|i| i.contains("will not boot")), "{infra:?}");
     let mut fleet = grpc::fleet_client::FleetClient::connect(grid.url.clone()).await.unwrap();
     let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
@@ -529,14 +532,14 @@ async fn a_late_result_from_a_revoked_lease_is_refused() {
         r#"{{"id":"{}","file":"cases/browse.md","attempt":1,"result":"failed","startedAt":"2026-01-01T00:00:00.000Z","ms":5,"steps":[]}}"#,
         lease.case_id
     );
-    let result = grpc::AttemptResult { lease_id: lease.lease_id.clone(), run_case_json: late, ..Default::default() };
+    let result = grpc::AttemptResult::recorded(&lease.lease_id, &serde_json::from_str(&late).unwrap());
     tx.send(grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }).await.unwrap();
     // A real device runs the attempt.
     grid.worker("real", 1);
     let (lines, infra, manifest) = run.await.unwrap();
     assert_eq!(infra.len(), 1, "the lost lease: {infra:?}");
     assert_eq!(lines.len(), 1, "the late result was refused: {lines:?}");
-    assert_eq!(lines[0].extra["device"]["worker"], "real");
+    assert_eq!(lines[0].device.as_ref().unwrap().worker, "real");
     assert_eq!(manifest.totals.unwrap().passed, 1);
 }
 
@@ -581,7 +584,7 @@ async fn a_device_whose_failures_pass_elsewhere_is_quarantined() {
     let (lines, _, manifest) = run_to_end(&grid.url, request(cases)).await;
     check_one_final_result_each(&lines, 16);
     assert_eq!(manifest.totals.unwrap().passed, 16);
-    let sick: Vec<&RunCase> = lines.iter().filter(|l| l.extra["device"]["worker"] == "sick").collect();
+    let sick: Vec<&RunCase> = lines.iter().filter(|l| l.device.as_ref().unwrap().worker == "sick").collect();
     assert!(sick.iter().all(|l| l.result == CaseResult::Failed), "the sick device passes nothing");
     // It fails fast, so it takes more cases while the first retries run
     // elsewhere; once three of them pass, it takes no more.

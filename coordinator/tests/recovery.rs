@@ -46,17 +46,18 @@ fn lease(id: &str, run: &str, case: &str) -> NewLease {
     }
 }
 
-/// Recovery reads every recorded line of an open run into its totals: one
-/// that cannot be read stops the start, naming the run and the line.
+/// Recovery reads every recorded attempt of an open run into its totals:
+/// one whose result cannot be read stops the start, naming the run and the
+/// attempt; a record that is not JSON is named where it is read.
 #[tokio::test]
-async fn a_line_that_cannot_be_read_at_recovery_is_an_error_naming_the_run_and_the_line() {
+async fn an_attempt_that_cannot_be_read_at_recovery_is_an_error_naming_the_run_and_the_attempt() {
     let store = argus_store::testkit::fresh(false).await;
     store.create_run(&run("open", &["a", "b"])).await.unwrap();
     let line = r#"{"id":"a","file":"cases/a.md","attempt":1,"result":"passed","startedAt":"2026-01-01T00:00:00.000Z","ms":5,"steps":[]}"#;
-    for (lease_id, case, json) in [("l1", "a", line), ("l2", "b", "{\"id\": 7")] {
+    for (lease_id, case, result, json) in [("l1", "a", "passed", line), ("l2", "b", "exploded", "{\"id\": 7")] {
         store.grant_lease(&lease(lease_id, "open", case)).await.unwrap();
         let outcome = AttemptOutcome {
-            result: Some("passed".into()),
+            result: Some(result.into()),
             finished_at: 10,
             ms: 5,
             run_case_json: Some(json.into()),
@@ -64,9 +65,18 @@ async fn a_line_that_cannot_be_read_at_recovery_is_an_error_naming_the_run_and_t
         };
         store.finish_attempt(lease_id, &outcome).await.unwrap();
     }
+    let unread = store.run_lines("open").await.unwrap_err().to_string();
+    assert_eq!(
+        unread,
+        "a stored record does not read back: run open: line 2 of its cases.jsonl: invalid type: integer `7`, expected a string at line 1 column 8"
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
     let served = argus_coordinator::serve_with(listener, store, argus_coordinator::Options::default(), cancel.clone());
     let error = tokio::time::timeout(std::time::Duration::from_secs(10), served).await.unwrap().unwrap_err();
-    assert!(error.to_string().contains("run open: its recorded line 2 does not parse as a RunCase"), "{error}");
+    let error = error.to_string();
+    assert!(
+        error.contains(r#"run open: the result "exploded" of b attempt 1 is none of passed, failed, unsupported"#),
+        "{error}"
+    );
 }

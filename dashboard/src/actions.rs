@@ -17,17 +17,7 @@ use argus_store::MuteRow;
 
 impl From<CoreError> for ApiError {
     fn from(error: CoreError) -> Self {
-        let status = match &error {
-            CoreError::Invalid(_) => StatusCode::BAD_REQUEST,
-            CoreError::NoRun(_) | CoreError::NotFound(_) => StatusCode::NOT_FOUND,
-            CoreError::NoDevice(_) => StatusCode::CONFLICT,
-            CoreError::Store(_) | CoreError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
-            CoreError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        match error {
-            CoreError::Store(store) => store.into(),
-            other => ApiError(status, other.to_string()),
-        }
+        ApiError::of(&error)
     }
 }
 

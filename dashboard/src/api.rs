@@ -17,26 +17,24 @@ use argus_store::{DeviceBusy, FlakyCase, MuteEvent, MuteRow, RunFilter, SlowCase
 #[derive(Debug)]
 pub struct ApiError(pub StatusCode, pub String);
 
+impl ApiError {
+    /// A coded error's answer, as the gRPC API gives it
+    /// ([`argus_proto::errors`]).
+    pub fn of(error: &impl argus_proto::errors::Coded) -> Self {
+        let (status, message) = argus_proto::errors::http_answer(error);
+        ApiError(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), message)
+    }
+}
+
 impl From<StoreError> for ApiError {
-    /// The database's own words stay in the log: they may quote what the
-    /// request sent, and say nothing a user can act on.
     fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::NoRun(id) => ApiError(StatusCode::NOT_FOUND, format!("no run {id}")),
-            other => {
-                tracing::warn!(error = %other, "the store could not answer a dashboard request");
-                ApiError(StatusCode::SERVICE_UNAVAILABLE, "the store could not answer; try again".into())
-            }
-        }
+        ApiError::of(&error)
     }
 }
 
 impl From<argus_history::explain::ExplainError> for ApiError {
     fn from(error: argus_history::explain::ExplainError) -> Self {
-        match error {
-            argus_history::explain::ExplainError::Store(error) => error.into(),
-            undecodable => ApiError(StatusCode::INTERNAL_SERVER_ERROR, undecodable.to_string()),
-        }
+        ApiError::of(&error)
     }
 }
 
@@ -268,8 +266,11 @@ pub async fn run(State(state): State<Dashboard>, Path(id): Path<String>) -> Resu
 /// The run directory's `cases.jsonl`, one line per attempt.
 pub async fn cases_jsonl(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Response, ApiError> {
     state.store.get_run(&id).await?;
-    let mut body = state.store.run_lines(&id).await?.join("\n");
-    body.push('\n');
+    let mut body = String::new();
+    for line in state.store.run_lines(&id).await? {
+        body.push_str(&line.to_line());
+        body.push('\n');
+    }
     Ok(download(&format!("{id}-cases.jsonl"), "application/x-ndjson", body))
 }
 
@@ -281,18 +282,9 @@ pub async fn run_json(State(state): State<Dashboard>, Path(id): Path<String>) ->
 
 pub async fn junit(State(state): State<Dashboard>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let run = state.store.get_run(&id).await?;
-    // A line that does not read back is an error naming it, never a test
-    // left out of the report.
-    let mut lines: Vec<argus_proto::run::RunCase> = Vec::new();
-    for (n, line) in state.store.run_lines(&id).await?.iter().enumerate() {
-        let read = serde_json::from_str(line).map_err(|error| {
-            ApiError(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("run {id}: line {} of its cases.jsonl does not read back: {error}", n + 1),
-            )
-        })?;
-        lines.push(read);
-    }
+    // A line that does not read back is an error naming it (the store's),
+    // never a test left out of the report.
+    let lines = state.store.run_lines(&id).await?;
     let muted = state.store.run_muted(&id).await?.into_iter().collect();
     let xml = argus_cases::report::junit_muted(&run.project, &lines, &muted);
     Ok(download(&format!("{id}-junit.xml"), "application/xml", xml))

@@ -1,6 +1,8 @@
 //! What the grid answers when it refuses or cannot do what it is asked,
-//! converted once into the gRPC status a client can act on.
+//! and its code ([`Coded`]): the gRPC status and the HTTP answer a client
+//! can act on.
 
+use argus_proto::errors::{Coded, ErrorCode};
 use argus_store::StoreError;
 
 /// Why the coordinator refused a request.
@@ -24,16 +26,28 @@ pub enum CoreError {
     Internal(String),
 }
 
+impl Coded for CoreError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            CoreError::Invalid(_) => ErrorCode::InvalidArgument,
+            CoreError::NoDevice(_) => ErrorCode::FailedPrecondition,
+            CoreError::NoRun(_) | CoreError::NotFound(_) => ErrorCode::NotFound,
+            CoreError::Store(store) => store.code(),
+            CoreError::Stopped => ErrorCode::Unavailable,
+            CoreError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    fn public_message(&self) -> String {
+        match self {
+            CoreError::Store(store) => store.public_message(),
+            other => other.to_string(),
+        }
+    }
+}
+
 impl From<CoreError> for tonic::Status {
     fn from(error: CoreError) -> Self {
-        match error {
-            CoreError::Invalid(m) => tonic::Status::invalid_argument(m),
-            CoreError::NoDevice(m) => tonic::Status::failed_precondition(m),
-            CoreError::NoRun(_) => tonic::Status::not_found(error.to_string()),
-            CoreError::NotFound(m) => tonic::Status::not_found(m),
-            CoreError::Store(store) => store.into(),
-            CoreError::Stopped => tonic::Status::unavailable(error.to_string()),
-            CoreError::Internal(m) => tonic::Status::internal(m),
-        }
+        argus_proto::errors::grpc_status(&error)
     }
 }

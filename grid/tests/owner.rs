@@ -197,11 +197,8 @@ impl Worker {
             "startedAt": "2026-01-01T00:00:00.000Z", "ms": 5,
             "steps": [{"step": "app.back", "status": result, "ms": 5}],
         });
-        let attempt = grpc::AttemptResult {
-            lease_id: lease.lease_id.clone(),
-            run_case_json: line.to_string(),
-            ..Default::default()
-        };
+        let line: argus_proto::run::RunCase = serde_json::from_value(line).unwrap();
+        let attempt = grpc::AttemptResult::recorded(&lease.lease_id, &line);
         self.say(worker_message::Kind::Attempt(attempt)).await;
     }
 }
@@ -301,6 +298,46 @@ async fn a_result_from_a_revoked_lease_is_refused() {
     assert_eq!(grid.ended(&run).await, "passed");
     let attempts = grid.store.run_attempts(&run).await.unwrap();
     assert!(attempts.iter().all(|a| a.result.as_deref() != Some("failed")), "{attempts:?}");
+    grid.stop().await;
+}
+
+/// The owner judges a result by its typed verdict: a result without one, or
+/// with one for another attempt, proves nothing about the case; it runs
+/// again as the infrastructure's, saying why, and its record is not kept.
+/// The control: the same attempt with its own verdict is kept as it came.
+#[tokio::test]
+async fn a_result_without_its_own_verdict_runs_again_and_says_why() {
+    let grid = start(fresh().await).await;
+    let mut worker = join(&grid, "w", &["ios-1"]).await;
+    let run = grid.submit(&["a"], 1, 0).await;
+    let first = worker.lease().await;
+    let line: argus_proto::run::RunCase = serde_json::from_value(serde_json::json!({
+        "id": "a", "file": "cases/a.md", "attempt": 1, "result": "failed",
+        "startedAt": "2026-01-01T00:00:00.000Z", "ms": 5, "steps": [],
+    }))
+    .unwrap();
+    let bare = grpc::AttemptResult { verdict: None, ..grpc::AttemptResult::recorded(&first.lease_id, &line) };
+    worker.say(worker_message::Kind::Attempt(bare)).await;
+    let second = worker.lease().await;
+    let mut other = grpc::AttemptResult::recorded(&second.lease_id, &line);
+    other.verdict.as_mut().unwrap().case_id = "b".into();
+    worker.say(worker_message::Kind::Attempt(other)).await;
+    let third = worker.lease().await;
+    assert_eq!((third.case_id.as_str(), third.attempt), ("a", 1), "neither used the case's retry budget");
+    worker.finish(&third, "passed").await;
+    assert_eq!(grid.ended(&run).await, "passed");
+    let attempts = grid.store.run_attempts(&run).await.unwrap();
+    let errors: Vec<&str> = attempts.iter().filter_map(|a| a.error.as_deref()).collect();
+    assert_eq!(
+        errors,
+        [
+            "the worker sent a record without its verdict",
+            "the worker's verdict is for case \"b\" attempt 1, the lease for \"a\" attempt 1"
+        ]
+    );
+    let lines = grid.store.run_lines(&run).await.unwrap();
+    assert_eq!(lines.len(), 1, "only the attempt with its own verdict is a line: {lines:?}");
+    assert_eq!(lines[0].device.as_ref().map(|d| d.id.as_str()), Some("w/ios-1"), "the device is the grid's, typed");
     grid.stop().await;
 }
 

@@ -4,6 +4,7 @@
 //!   server) and the agent inside the app (the client).
 //! - [`run`]: the run directory (`run.json`, `cases.jsonl`) that
 //!   `lynkeus case run --out` writes, schema [`run::RUN_SCHEMA`].
+//! - [`verdict`]: a RunCase's typed fields, which travel beside its record.
 //!
 //! Decoding never fails on fields it does not know: a newer agent or a newer
 //! lynkeus may add fields, and only ever adds them.
@@ -11,11 +12,13 @@
 pub mod artifacts;
 pub mod auth;
 pub mod connect;
+pub mod errors;
 pub mod number;
 pub mod observe;
 pub mod run;
 pub mod task;
 pub mod trace;
+pub mod verdict;
 pub mod wire;
 
 /// The gRPC API between workers, clients and the coordinator

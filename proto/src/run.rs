@@ -106,6 +106,22 @@ pub enum CaseResult {
     Unsupported,
 }
 
+impl CaseResult {
+    /// As `cases.jsonl` and the store spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaseResult::Passed => "passed",
+            CaseResult::Failed => "failed",
+            CaseResult::Unsupported => "unsupported",
+        }
+    }
+
+    /// Reads [`CaseResult::as_str`]'s spelling back.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [CaseResult::Passed, CaseResult::Failed, CaseResult::Unsupported].into_iter().find(|r| r.as_str() == name)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StepStatus {
@@ -220,8 +236,22 @@ pub struct RunCase {
     pub evidence: Option<RunEvidence>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video: Option<String>,
+    /// Where the attempt ran: Argus' own field, added where a run directory
+    /// is written (the grid keeps it typed beside the record, not in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<RunDevice>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A `cases.jsonl` line's `device`: the device id (`worker/slot`), its
+/// platform and its worker.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunDevice {
+    pub id: String,
+    pub platform: String,
+    pub worker: String,
 }
 
 impl RunCase {
@@ -234,22 +264,27 @@ impl RunCase {
 /// Totals as lynkeus counts them: over each case's **last** attempt, in the
 /// order given; `retried` counts cases whose last attempt is past the first.
 pub fn totals<'a>(attempts: impl IntoIterator<Item = &'a RunCase>) -> RunTotals {
+    totals_of(attempts.into_iter().map(|a| (a.id.as_str(), a.attempt, a.result)))
+}
+
+/// [`totals`] over each attempt's case id, attempt number and result.
+pub fn totals_of<'a>(attempts: impl IntoIterator<Item = (&'a str, u32, CaseResult)>) -> RunTotals {
     // Each case's last attempt, found by its id: a nightly run has 100,000.
-    let mut last: std::collections::HashMap<&str, &RunCase> = std::collections::HashMap::new();
-    for attempt in attempts {
-        let slot = last.entry(attempt.id.as_str()).or_insert(attempt);
-        if attempt.attempt >= slot.attempt {
-            *slot = attempt;
+    let mut last: std::collections::HashMap<&str, (u32, CaseResult)> = std::collections::HashMap::new();
+    for (id, attempt, result) in attempts {
+        let slot = last.entry(id).or_insert((attempt, result));
+        if attempt >= slot.0 {
+            *slot = (attempt, result);
         }
     }
     let mut totals = RunTotals { cases: last.len() as u64, ..RunTotals::default() };
-    for case in last.into_values() {
-        match case.result {
+    for (attempt, result) in last.into_values() {
+        match result {
             CaseResult::Passed => totals.passed += 1,
             CaseResult::Failed => totals.failed += 1,
             CaseResult::Unsupported => totals.unsupported += 1,
         }
-        if case.attempt > 1 {
+        if attempt > 1 {
             totals.retried += 1;
         }
     }
@@ -310,9 +345,9 @@ mod tests {
 
     #[test]
     fn added_fields_survive_after_the_known_ones() {
-        let line = PAY_PASSED.trim_end_matches('}').to_owned() + r#","device":{"id":"w1/8123","platform":"ios"}}"#;
+        let line = PAY_PASSED.trim_end_matches('}').to_owned() + r#","shard":{"index":2,"of":4}}"#;
         let case: RunCase = serde_json::from_str(&line).unwrap();
-        assert!(case.extra.contains_key("device"));
+        assert!(case.extra.contains_key("shard"));
         assert_eq!(case.to_line(), line);
     }
 

@@ -103,13 +103,7 @@ impl Store {
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (index, (case, line)) in chunk {
                 let started = run.started.get(*index).copied().unwrap_or(run.started_at);
-                let platform = case
-                    .extra
-                    .get("device")
-                    .and_then(|d| d.get("platform"))
-                    .and_then(|p| p.as_str())
-                    .map(str::to_owned)
-                    .or_else(|| run_platform.clone());
+                let platform = case.device.as_ref().map(|d| d.platform.clone()).or_else(|| run_platform.clone());
                 query = query
                     .bind(&run.id)
                     .bind(&case.id)

@@ -69,27 +69,45 @@ pub enum StoreError {
     NoDevice(String),
     #[error("a standby coordinator needs Postgres: SQLite is one process's database")]
     StandbyNeedsPostgres,
+    /// A stored record that does not read back (written by another version,
+    /// or changed by hand): named, never left out.
+    #[error("a stored record does not read back: {0}")]
+    Corrupt(String),
 }
 
-/// The one conversion of a store error to a gRPC status: what a client
-/// can act on keeps its words; a database that could not answer is
-/// `UNAVAILABLE` (try again), never `NOT_FOUND`, and its own words (which
-/// may quote what was sent) stay in the log.
-impl From<StoreError> for tonic::Status {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::NoRun(_) | StoreError::NoDevice(_) => tonic::Status::not_found(error.to_string()),
+/// A store error's code: what a client can act on keeps its words; a
+/// database that could not answer is `Unavailable` (try again), never
+/// "not found", and its own words (which may quote what was sent) stay in
+/// the log.
+impl argus_proto::errors::Coded for StoreError {
+    fn code(&self) -> argus_proto::errors::ErrorCode {
+        use argus_proto::errors::ErrorCode;
+        match self {
+            StoreError::NoRun(_) | StoreError::NoDevice(_) => ErrorCode::NotFound,
             StoreError::StaleLease(_) | StoreError::NotPending(_) | StoreError::StandbyNeedsPostgres => {
-                tonic::Status::failed_precondition(error.to_string())
+                ErrorCode::FailedPrecondition
             }
+            StoreError::Corrupt(_) => ErrorCode::DataLoss,
             StoreError::Connect { .. }
             | StoreError::UnknownScheme(_)
             | StoreError::Migrate(_)
-            | StoreError::Query(_) => {
-                tracing::warn!(%error, "the store could not answer a request");
-                tonic::Status::unavailable("the coordinator's database could not answer; try again")
-            }
+            | StoreError::Query(_) => ErrorCode::Unavailable,
         }
+    }
+
+    fn public_message(&self) -> String {
+        match self.code() {
+            argus_proto::errors::ErrorCode::Unavailable => {
+                "the coordinator's database could not answer; try again".into()
+            }
+            _ => self.to_string(),
+        }
+    }
+}
+
+impl From<StoreError> for tonic::Status {
+    fn from(error: StoreError) -> Self {
+        argus_proto::errors::grpc_status(&error)
     }
 }
 
@@ -220,7 +238,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_store_error_becomes_the_status_a_client_can_act_on() {
+    fn a_store_error_becomes_the_answer_a_client_can_act_on() {
         let status = |error: StoreError| tonic::Status::from(error).code();
         assert_eq!(status(StoreError::NoRun("r".into())), tonic::Code::NotFound);
         assert_eq!(status(StoreError::StaleLease("l".into())), tonic::Code::FailedPrecondition);
@@ -228,6 +246,8 @@ mod tests {
         let outage = tonic::Status::from(StoreError::Query(sqlx::Error::PoolTimedOut));
         assert_eq!(outage.code(), tonic::Code::Unavailable);
         assert_eq!(outage.message(), "the coordinator's database could not answer; try again");
+        let http = argus_proto::errors::http_answer(&StoreError::NoRun("r-1".into()));
+        assert_eq!(http, (404, "no run r-1".into()), "the dashboard's API answers alike");
     }
 
     #[test]

@@ -141,6 +141,17 @@ impl AppHealthRow {
     }
 }
 
+/// What a finished attempt came to ([`crate::Store::run_outcomes`]).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct OutcomeRow {
+    pub case_id: String,
+    pub attempt: i64,
+    /// `passed`, `failed` or `unsupported`.
+    pub result: String,
+    pub device_id: Option<String>,
+    pub platform: Option<String>,
+}
+
 /// A finished attempt as a run's update log replays it, in `seq` order.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct LogRow {

@@ -196,16 +196,48 @@ impl Store {
     }
 
     /// The `RunCase` lines of a run's finished attempts (infrastructure
-    /// failures left out), in the order they finished.
-    pub async fn run_lines(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+    /// failures left out), in the order they finished, each with the device
+    /// it ran on (kept beside the record, typed): the run directory's
+    /// `cases.jsonl`. A record that does not read back is an error naming it.
+    pub async fn run_lines(&self, run_id: &str) -> Result<Vec<argus_proto::run::RunCase>, StoreError> {
         let rows = sqlx::query(
-            "SELECT run_case_json FROM attempts WHERE run_id = $1 AND state = 'done' AND infrastructure = 0 \
-             AND run_case_json IS NOT NULL ORDER BY finished_at, case_id, attempt",
+            "SELECT run_case_json, device_id, worker_id, platform FROM attempts WHERE run_id = $1 AND state = 'done' \
+             AND infrastructure = 0 AND run_case_json IS NOT NULL ORDER BY finished_at, case_id, attempt",
         )
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+        rows.iter()
+            .enumerate()
+            .map(|(n, row)| {
+                let json: String = row.get(0);
+                let mut line: argus_proto::run::RunCase = serde_json::from_str(&json).map_err(|error| {
+                    StoreError::Corrupt(format!("run {run_id}: line {} of its cases.jsonl: {error}", n + 1))
+                })?;
+                // An imported run's lines keep the device they name.
+                if let Some(id) = row.get::<Option<String>, _>(1) {
+                    line.device = Some(argus_proto::run::RunDevice {
+                        id,
+                        worker: row.get::<Option<String>, _>(2).unwrap_or_default(),
+                        platform: row.get::<Option<String>, _>(3).unwrap_or_default(),
+                    });
+                }
+                Ok(line)
+            })
+            .collect()
+    }
+
+    /// What each finished attempt of a run came to (infrastructure failures
+    /// left out), from the typed columns: what a restarted coordinator
+    /// counts the run's totals and devices from.
+    pub async fn run_outcomes(&self, run_id: &str) -> Result<Vec<OutcomeRow>, StoreError> {
+        Ok(sqlx::query_as::<_, OutcomeRow>(
+            "SELECT case_id, attempt, result, device_id, platform FROM attempts WHERE run_id = $1 AND state = 'done' \
+             AND infrastructure = 0 AND result IS NOT NULL ORDER BY finished_at, case_id, attempt",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// A run's finished attempts (infrastructure failures included), in the

@@ -34,9 +34,8 @@ pub(crate) fn attempt_outcome(result: &grpc::AttemptResult) -> String {
     if result.infrastructure_failure {
         return "infrastructure".into();
     }
-    serde_json::from_str::<argus_proto::run::RunCase>(&result.run_case_json)
-        .map(|line| format!("{:?}", line.result).to_lowercase())
-        .unwrap_or_else(|_| "unknown".into())
+    let result = result.verdict.as_deref().and_then(grpc::CaseVerdict::case_result);
+    result.map_or_else(|| "unknown".into(), |r| format!("{r:?}").to_lowercase())
 }
 
 /// Case files and a run's configuration read once per run: every lease of
@@ -259,13 +258,12 @@ pub(crate) async fn run(
     }
     between.log(&slot.config.name);
     grpc::AttemptResult {
-        lease_id: lease.lease_id.clone(),
-        run_case_json: attempt.to_line(),
         infrastructure_failure: lost.is_some(),
         error: lost.or(link_note).unwrap_or_default(),
         lease_to_first_call_us,
-        observed,
+        observed: observed.map(Box::new),
         health,
+        ..grpc::AttemptResult::recorded(&lease.lease_id, &attempt)
     }
 }
 

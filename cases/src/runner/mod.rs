@@ -338,6 +338,7 @@ pub async fn run_attempt_with<D: Device>(
         steps: records,
         evidence,
         video: None,
+        device: None,
         extra: Map::from_iter([(PREPARE_MS.to_owned(), Value::from(prepare_ms))]),
     };
     Attempted { case, observed, lost }

@@ -380,12 +380,15 @@ impl RunWatch<'_> {
                 self.retaken.attempts.push((case, device));
             }
             Some(run_update::Kind::Finished(finished)) => {
-                let line = match serde_json::from_str::<RunCase>(&finished.run_case_json) {
+                let mut line = match serde_json::from_str::<RunCase>(&finished.run_case_json) {
                     Ok(line) => line,
                     Err(error) => {
                         return Err(format!("the coordinator sent a result that does not parse: {error}"));
                     }
                 };
+                // The device travels beside the record; the run directory's
+                // line names it.
+                line.device = finished.device.as_ref().map(argus_proto::run::RunDevice::from);
                 let device = finished.device.map(|d| d.id).unwrap_or_default();
                 // A failed attempt that runs again is not the case's end.
                 let again = line.result == CaseResult::Failed && line.attempt <= self.retries;

@@ -71,6 +71,7 @@ impl grpc::workers_server::Workers for Services {
                             continue;
                         }
                         Some(worker_message::Kind::Attempt(mut result)) => {
+                            refuse_unreadable_record(&mut result);
                             files.settle(&mut result);
                             grpc::WorkerMessage { kind: Some(worker_message::Kind::Attempt(result)) }
                         }
@@ -117,4 +118,19 @@ fn tell_watching(
         }
     };
     tasks.spawn(tracing::Instrument::instrument(telling, tracing::info_span!("tell watching")));
+}
+
+/// A result whose record is not JSON runs again as an infrastructure
+/// failure that says why: the store and every reader take the record as it
+/// came, so it is checked here, once, for its syntax only (what the grid
+/// decides on is the typed verdict beside it).
+fn refuse_unreadable_record(result: &mut grpc::AttemptResult) {
+    if result.infrastructure_failure {
+        return;
+    }
+    if let Err(error) = serde_json::from_str::<&serde_json::value::RawValue>(&result.run_case_json) {
+        tracing::warn!(lease = %result.lease_id, %error, "the worker's RunCase is not JSON; the attempt runs again");
+        result.infrastructure_failure = true;
+        result.error = format!("the worker sent a record that is not JSON: {error}");
+    }
 }

@@ -4,6 +4,7 @@
 //! what [`crate::policy`] decided.
 
 use super::*;
+use argus_proto::verdict::BadVerdict;
 
 impl Owner {
     /// A lease the coordinator ends itself: the attempt is an infrastructure
@@ -186,7 +187,7 @@ impl Owner {
             return Vec::new();
         }
         let mut after: HashMap<String, String> = HashMap::new();
-        for finished in prepared.iter().filter(|f| f.line.is_some()) {
+        for finished in prepared.iter().filter(|f| f.case.is_some()) {
             let Some(lease) = self.leases.get(&finished.result.lease_id) else { continue };
             let free = self.devices.get(&lease.device).map(|d| self.availability_after_result(d));
             if matches!(free, Some(Availability::Idle)) {
@@ -361,8 +362,9 @@ impl Owner {
     }
 
     /// A result checked against its lease, with what the store records. A
-    /// result whose RunCase does not parse is an infrastructure failure that
-    /// says so, not a default.
+    /// result whose verdict is missing or is for another attempt is an
+    /// infrastructure failure that says so, not a default. The record is
+    /// stored as the worker sent it; the verdict is what is judged.
     pub(super) fn prepare_result(&mut self, worker: &str, mut result: grpc::AttemptResult) -> Option<Finished> {
         let Some(lease) = self.leases.get(&result.lease_id).filter(|l| l.worker == worker && l.revoking.is_none())
         else {
@@ -378,29 +380,24 @@ impl Owner {
             try_no: i64::from(lease.try_no),
         };
         let mut error = (!result.error.is_empty()).then(|| result.error.clone());
-        let mut line: Option<RunCase> = None;
+        let verdict = result.verdict.take().filter(|_| !result.infrastructure_failure);
+        let mut case = None;
         if !result.infrastructure_failure {
-            match serde_json::from_str::<RunCase>(&result.run_case_json) {
-                Ok(parsed) => line = Some(parsed),
-                Err(e) => {
-                    warn!(lease = %result.lease_id, error = %e, "the worker's RunCase does not parse; the attempt runs again");
-                    error = Some(format!("the worker sent a result that does not parse: {e}"));
+            let checked = verdict.as_ref().ok_or(BadVerdict::Missing).and_then(|v| v.checked(&lease.case_id, attempt));
+            match checked {
+                Ok(result) => case = Some(result),
+                Err(bad) => {
+                    warn!(lease = %result.lease_id, error = %bad, "the worker's verdict cannot be taken; the attempt runs again");
+                    error = Some(bad.to_string());
                 }
             }
         }
-        if let Some(line) = line.as_mut() {
-            line.attempt = attempt;
-            line.extra.insert(
-                "device".into(),
-                json!({"id": device.id, "platform": device.platform, "worker": device.worker}),
-            );
-        }
-        let infrastructure = line.is_none();
+        let verdict = verdict.filter(|_| case.is_some()).unwrap_or_default();
         let retries = self.runs.get(&run_id).map_or(0, |r| r.retries);
-        let next = crate::policy::after_attempt(line.as_ref().map(|l| l.result), attempt, lease.try_no, retries);
+        let next = crate::policy::after_attempt(case, attempt, lease.try_no, retries);
         let seq = self.runs.get_mut(&run_id).map_or(0, Run::take_seq);
         // What the worker saw at each step, filed with the result.
-        let observed = match (result.observed.take(), self.runs.get(&run_id), line.as_ref()) {
+        let observed = match (result.observed.take(), self.runs.get(&run_id), case) {
             (Some(observed), Some(run), Some(_)) => Some(Observed {
                 project: run.project.clone(),
                 branch: run.branch.clone(),
@@ -412,51 +409,49 @@ impl Owner {
             }),
             _ => None,
         };
+        let steps = verdict
+            .steps
+            .iter()
+            .map(|s| StepRow {
+                step: s.step.clone(),
+                status: s.status().as_str().unwrap_or_default().to_owned(),
+                ms: s.ms as i64,
+                error: s.error.clone(),
+            })
+            .collect();
         let outcome = AttemptOutcome {
-            result: line.as_ref().map(|l| result_name(l.result).to_owned()),
-            infrastructure,
+            result: case.map(|c| c.as_str().to_owned()),
+            infrastructure: case.is_none(),
             error: error.clone(),
             finished_at: self.clock.now_ms(),
-            ms: line.as_ref().map_or(0, |l| l.ms as i64),
-            run_case_json: line.as_ref().map(RunCase::to_line),
-            steps: line
-                .as_ref()
-                .map(|l| {
-                    l.steps
-                        .iter()
-                        .map(|s| StepRow {
-                            step: s.step.clone(),
-                            status: s.status.as_str().to_owned(),
-                            ms: s.ms as i64,
-                            error: s.error.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
+            ms: verdict.ms as i64,
+            // Stored as it came: the record is never serialised again here.
+            run_case_json: case.map(|_| std::mem::take(&mut result.run_case_json)),
+            steps,
             seq: seq as i64,
             next_try: match next {
                 Next::RunAgain { attempt, try_no, .. } => Some((attempt, try_no)),
                 Next::Final(_) => None,
             },
             final_result: match next {
-                Next::Final(result) => Some(result_name(result).to_owned()),
+                Next::Final(result) => Some(result.as_str().to_owned()),
                 Next::RunAgain { .. } => None,
             },
             observed,
             health: health_row(result.health.as_ref()),
         };
+        result.verdict = Some(verdict);
         let result = grpc::AttemptResult { error: error.unwrap_or_default(), ..result };
-        Some(Finished { key, result, line, outcome, seq, next })
+        Some(Finished { key, result, case, outcome, seq, next })
     }
 
     pub(super) async fn apply_result(&mut self, finished: Finished) {
-        let Finished { result, line, seq, next, outcome: written, .. } = finished;
+        let Finished { result, case, seq, next, outcome: written, .. } = finished;
         let Some(lease) = self.leases.remove(&result.lease_id) else { return };
         let (run_id, case_id, attempt, device_id) =
             (lease.run_id.clone(), lease.case_id.clone(), lease.attempt, lease.device.clone());
         let device = self.device_ref(&device_id);
-        let outcome = line.as_ref().map_or("infrastructure", |l| result_name(l.result));
-        lease.span.record("result", outcome);
+        lease.span.record("result", case.map_or("infrastructure", CaseResult::as_str));
         if let Some(d) = self.devices.get_mut(&device_id) {
             d.lease = None;
         }
@@ -464,7 +459,7 @@ impl Owner {
             run.live_steps.remove(&result.lease_id);
         }
         self.dispatch_due = true;
-        let Some(line) = line else {
+        let Some(case) = case else {
             let reason = if result.error.is_empty() { "the attempt could not run" } else { result.error.as_str() };
             warn!(case = %case_id, reason, "infrastructure failure; the attempt runs again");
             let quarantine = self
@@ -482,27 +477,27 @@ impl Owner {
             self.follow(&run_id, &case_id, next, Some(device_id)).await;
             return;
         };
-        self.metrics.attempt(&device.platform, result_name(line.result), line.ms as i64);
+        self.metrics.attempt(&device.platform, case.as_str(), written.ms);
         self.metrics.lease_to_first_call(result.lease_to_first_call_us);
-        for (suspect, reason) in self.judge_device(&run_id, &line, &device_id) {
+        for (suspect, reason) in self.judge_device(&run_id, &case_id, case, &device_id) {
             self.quarantine_for(&suspect, reason).await;
         }
         let native = self.devices.get(&device_id).and_then(|d| d.hello.as_ref()).map(|hello| hello.native);
         if let Some(run) = self.runs.get_mut(&run_id) {
-            // The line as the store took it: serialised once.
-            let json = written.run_case_json.unwrap_or_else(|| line.to_line());
-            run.publish(watch::finished(
-                seq,
-                (&line.id, line.attempt),
-                json,
-                device.clone(),
-                result.lease_to_first_call_us,
-            ));
+            // The record as the store took it.
+            let json = written.run_case_json.unwrap_or_default();
+            run.publish(watch::finished(seq, (&case_id, attempt), json, device.clone(), result.lease_to_first_call_us));
             if run.platform.is_none() {
                 run.platform = Some(device.platform.clone());
                 run.native = native;
             }
-            run.add_line(line.clone());
+            run.add_outcome(Outcome {
+                case_id: case_id.clone(),
+                attempt,
+                result: case,
+                device: device.id,
+                platform: device.platform,
+            });
         }
         self.follow(&run_id, &case_id, next, Some(device_id)).await;
     }
@@ -529,18 +524,24 @@ impl Owner {
     /// What a result says about devices: the device it ran on works; a pass
     /// after failures on other devices counts against each of them
     /// ([`Suspicion`]).
-    pub(super) fn judge_device(&mut self, run_id: &str, line: &RunCase, device_id: &str) -> Vec<(String, String)> {
-        let passed = line.result == CaseResult::Passed;
+    pub(super) fn judge_device(
+        &mut self,
+        run_id: &str,
+        case_id: &str,
+        result: CaseResult,
+        device_id: &str,
+    ) -> Vec<(String, String)> {
+        let passed = result == CaseResult::Passed;
         if let Some(d) = self.devices.get_mut(device_id) {
             d.suspicion.ran(passed);
         }
         let Some(run) = self.runs.get(run_id).filter(|_| passed) else { return Vec::new() };
-        let failed_on = run.failed_on.get(&line.id).map_or(&[][..], Vec::as_slice);
+        let failed_on = run.failed_on.get(case_id).map_or(&[][..], Vec::as_slice);
         let suspects: Vec<String> = failed_on.iter().filter(|d| *d != device_id).cloned().collect();
         let mut quarantines = Vec::new();
         for suspect in suspects {
             let Some(d) = self.devices.get_mut(&suspect) else { continue };
-            if let Some(reason) = d.suspicion.passed_elsewhere(&line.id)
+            if let Some(reason) = d.suspicion.passed_elsewhere(case_id)
                 && d.quarantine.is_none()
             {
                 quarantines.push((d.id.clone(), reason));

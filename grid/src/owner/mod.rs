@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use argus_proto::grpc::{self, coordinator_message, run_update};
-use argus_proto::run::{CaseResult, RunCase, RunManifest, totals};
+use argus_proto::run::{CaseResult, RunManifest, totals_of};
 use argus_proto::wire::Hello;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
@@ -157,8 +157,8 @@ struct Run {
     unwatched_since: Option<Instant>,
     /// Why it waits, while no device could take its pending attempts.
     waiting: Option<Waiting>,
-    /// Its finished attempts' lines, added by [`Run::add_line`].
-    lines: Vec<RunCase>,
+    /// What its finished attempts came to, added by [`Run::add_outcome`].
+    outcomes: Vec<Outcome>,
     /// Per case, the devices its failed attempts ran on: what a later pass
     /// counts against ([`Owner::judge_device`]) without reading every line.
     failed_on: HashMap<String, Vec<String>>,
@@ -206,14 +206,12 @@ impl Run {
         }
     }
 
-    /// A finished attempt's line.
-    fn add_line(&mut self, line: RunCase) {
-        if line.result == argus_proto::run::CaseResult::Failed
-            && let Some(device) = line.extra.get("device").and_then(|d| d.get("id")).and_then(|d| d.as_str())
-        {
-            self.failed_on.entry(line.id.clone()).or_default().push(device.to_owned());
+    /// What a finished attempt came to.
+    fn add_outcome(&mut self, outcome: Outcome) {
+        if outcome.result == CaseResult::Failed {
+            self.failed_on.entry(outcome.case_id.clone()).or_default().push(outcome.device.clone());
         }
-        self.lines.push(line);
+        self.outcomes.push(outcome);
     }
 
     /// A `seq` for the next finished attempt.
@@ -231,13 +229,26 @@ impl Run {
     }
 }
 
+/// What one finished attempt came to: all a run keeps of it (its totals,
+/// its platforms, the devices a later pass counts against), not its record.
+struct Outcome {
+    case_id: String,
+    attempt: u32,
+    result: CaseResult,
+    device: String,
+    platform: String,
+}
+
 /// A result on its way to the store.
 struct Finished {
     /// The attempt the store files it under.
     key: argus_store::AttemptKey,
+    /// As the worker sent it; its record (`run_case_json`) goes to the
+    /// store and the watchers as it came.
     result: grpc::AttemptResult,
-    /// `None`: an infrastructure failure.
-    line: Option<RunCase>,
+    /// The case's result, from the checked verdict; `None`: an
+    /// infrastructure failure.
+    case: Option<CaseResult>,
     outcome: AttemptOutcome,
     /// Its place in the run's updates.
     seq: u64,
@@ -602,14 +613,6 @@ impl Owner {
 
 fn manifest_json(manifest: &RunManifest) -> String {
     serde_json::to_string(manifest).expect("a manifest is plain data")
-}
-
-fn result_name(result: CaseResult) -> &'static str {
-    match result {
-        CaseResult::Passed => "passed",
-        CaseResult::Failed => "failed",
-        CaseResult::Unsupported => "unsupported",
-    }
 }
 
 fn message(kind: coordinator_message::Kind) -> grpc::CoordinatorMessage {

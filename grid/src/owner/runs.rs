@@ -22,21 +22,26 @@ impl Owner {
                     row.id, row.selector_json
                 ))
             })?;
-            // Every recorded line counts in the run's totals: one that
-            // cannot be read is an error naming it, never left out.
-            let lines: Vec<RunCase> = self
+            // Every recorded attempt counts in the run's totals: one whose
+            // result cannot be read is an error naming it, never left out.
+            let outcomes: Vec<Outcome> = self
                 .store
-                .run_lines(&row.id)
+                .run_outcomes(&row.id)
                 .await?
-                .iter()
-                .enumerate()
-                .map(|(n, line)| {
-                    serde_json::from_str(line).map_err(|e| {
+                .into_iter()
+                .map(|o| {
+                    let result = CaseResult::from_name(&o.result).ok_or_else(|| {
                         CoreError::Invalid(format!(
-                            "run {}: its recorded line {} does not parse as a RunCase ({e})",
-                            row.id,
-                            n + 1
+                            "run {}: the result {:?} of {} attempt {} is none of passed, failed, unsupported",
+                            row.id, o.result, o.case_id, o.attempt
                         ))
+                    })?;
+                    Ok::<_, CoreError>(Outcome {
+                        case_id: o.case_id,
+                        attempt: o.attempt as u32,
+                        result,
+                        device: o.device_id.unwrap_or_default(),
+                        platform: o.platform.unwrap_or_default(),
                     })
                 })
                 .collect::<Result<_, _>>()?;
@@ -77,18 +82,16 @@ impl Owner {
                 next_seq: log.last().map_or(1, |u| u.seq + 1),
                 log,
                 live_steps: HashMap::new(),
-                platform: lines
-                    .first()
-                    .and_then(|l| l.extra.get("device")?.get("platform")?.as_str().map(str::to_owned)),
+                platform: outcomes.first().map(|o| o.platform.clone()).filter(|p| !p.is_empty()),
                 native: None,
-                lines: Vec::new(),
+                outcomes: Vec::new(),
                 failed_on: HashMap::new(),
                 finished: None,
                 span: tracing::info_span!(parent: None, "run", run = %row.id, recovered = true),
             };
             run.undone = run.cases.values().filter(|c| !c.done).count();
-            for line in lines {
-                run.add_line(line);
+            for outcome in outcomes {
+                run.add_outcome(outcome);
             }
             info!(run = %row.id, "run taken up again after a restart");
             self.runs.insert(row.id, run);
@@ -294,12 +297,12 @@ impl Owner {
         // lynkeus' manifest names the one platform its device had; a grid
         // run may span several, which it then lists (`platforms`) instead.
         let platforms: std::collections::BTreeSet<&str> =
-            run.lines.iter().filter_map(|l| l.extra.get("device")?.get("platform")?.as_str()).collect();
+            run.outcomes.iter().map(|o| o.platform.as_str()).filter(|p| !p.is_empty()).collect();
         let mut manifest = RunManifest {
             finished_at: Some(iso(finished_at)),
             platform: run.platform.clone().filter(|_| platforms.len() <= 1),
             native: run.native,
-            totals: Some(totals(&run.lines)),
+            totals: Some(totals_of(run.outcomes.iter().map(|o| (o.case_id.as_str(), o.attempt, o.result)))),
             ..RunManifest::started(iso(run.started_at))
         };
         if platforms.len() > 1 {
@@ -424,7 +427,7 @@ impl Prepared {
             detached: new_run.detached,
             unwatched_since: Some(Instant::now()),
             waiting: None,
-            lines: Vec::new(),
+            outcomes: Vec::new(),
             failed_on: HashMap::new(),
             log: Vec::new(),
             next_seq: 1,

@@ -162,12 +162,25 @@ pub enum ExplainError {
     Undecodable { run: String, case: String, attempt: i64, error: prost::DecodeError },
 }
 
+impl argus_proto::errors::Coded for ExplainError {
+    fn code(&self) -> argus_proto::errors::ErrorCode {
+        match self {
+            ExplainError::Store(error) => error.code(),
+            ExplainError::Undecodable { .. } => argus_proto::errors::ErrorCode::DataLoss,
+        }
+    }
+
+    fn public_message(&self) -> String {
+        match self {
+            ExplainError::Store(error) => error.public_message(),
+            undecodable => undecodable.to_string(),
+        }
+    }
+}
+
 impl From<ExplainError> for tonic::Status {
     fn from(error: ExplainError) -> Self {
-        match error {
-            ExplainError::Store(error) => error.into(),
-            undecodable => tonic::Status::data_loss(undecodable.to_string()),
-        }
+        argus_proto::errors::grpc_status(&error)
     }
 }
 
