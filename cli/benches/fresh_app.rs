@@ -28,13 +28,12 @@ use std::time::Duration;
 
 use argus_cases::runner::{LocalProject, RunContext, run_attempt};
 use argus_cases::{CaseFile, CasesConfig};
-use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
+use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::RunCase;
-use argus_store::Store;
 use argus_worker::driver::{Driver, DriverConfig};
-use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use argus_worker::link::SlotConfig;
 use argus_worker::slots::{Hooks, run_hook};
-use tokio::net::TcpListener;
+use support::{Grid, GridOptions};
 use tokio_util::sync::CancellationToken;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -159,19 +158,19 @@ async fn lynkeus_way(file: &CaseFile, devices: usize, hook: &str) -> Vec<Attempt
 /// The grid's way: the coordinator, its store and a worker with the hook.
 async fn grid_way(source: &str, devices: usize, hook: &str) -> (Vec<Attempt>, String) {
     let cancel = CancellationToken::new();
-    let (database, store) = match std::env::var("ARGUS_BENCH_POSTGRES_URL") {
+    let (name, database) = match std::env::var("ARGUS_BENCH_POSTGRES_URL") {
         Ok(admin) => {
             let url = argus_testkit::postgres_url(Some(&admin), "argus_fresh_bench").await;
-            (format!("Postgres ({})", fsync(&url).await), Store::open(&url).await.unwrap())
+            (format!("Postgres ({})", fsync(&url).await), url)
         }
         Err(_) => {
             let path = std::env::temp_dir().join(format!("argus-fresh-bench-{}.db", std::process::id()));
-            ("SQLite".to_owned(), Store::open(&format!("sqlite:{}", path.display())).await.unwrap())
+            ("SQLite".to_owned(), format!("sqlite:{}", path.display()))
         }
     };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
+    let options = GridOptions { database: Some(database), cancel: Some(cancel.clone()), ..GridOptions::default() };
+    let mut grid = Grid::serve(options).await;
+    let url = grid.url.clone();
     let slots: Vec<SlotConfig> = support::free_ports(devices)
         .into_iter()
         .map(|port| SlotConfig {
@@ -179,28 +178,12 @@ async fn grid_way(source: &str, devices: usize, hook: &str) -> (Vec<Attempt>, St
             ..SlotConfig::for_port(port, "ios")
         })
         .collect();
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "fresh".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: slots.clone(),
-    };
-    tokio::spawn(link::run(config, cancel.clone()));
+    grid.spawn_worker(grid.worker_config("fresh", slots.clone()));
     // A first app on each port, so that the devices come up.
     for slot in &slots {
         run_hook("before", hook, &slot.placeholders("warm-up", 1)).await.unwrap();
     }
-    let mut fleet = FleetClient::connect(url.clone()).await.unwrap();
-    loop {
-        let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
-        if list.iter().filter(|d| d.state == "idle").count() == devices {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    grid.wait_for_devices(devices).await;
     let mut runs = RunsClient::connect(url).await.unwrap();
     let files = vec![grpc::CaseFile { path: "cases/fresh.md".into(), source: source.to_owned() }];
     let request = grpc::SubmitRequest { cases: files, project: "fresh".into(), ..Default::default() };
@@ -219,7 +202,7 @@ async fn grid_way(source: &str, devices: usize, hook: &str) -> (Vec<Attempt>, St
         }
     }
     cancel.cancel();
-    (attempts, database)
+    (attempts, name)
 }
 
 async fn fsync(url: &str) -> String {

@@ -214,7 +214,8 @@ const TIMED: &str = "  - app.see: \"#title\"\n  - app.wait: 400\n";
 async fn bench(store: &str, database: &str, devices: usize, cases: usize) {
     let cancel = CancellationToken::new();
     let (cpu_before, _) = usage();
-    let url = grid(database, devices, &cancel).await;
+    let served = grid(database, devices, &cancel).await;
+    let url = served.url.clone();
     // Throughput: one-step cases, ten per device at least.
     let quick = cases.max(devices * 10);
     let (machine, (cpu_quick, _)) = (MachineCpu::now(), usage());
@@ -327,7 +328,8 @@ impl Paced {
 
 async fn paced(database: &str, devices: usize, observe: bool, quick: usize, cases: usize) -> Paced {
     let cancel = CancellationToken::new();
-    let url = grid_with(database, devices, observe, &cancel).await;
+    let served = grid_with(database, devices, observe, &cancel).await;
+    let url = served.url.clone();
     let (cpu_before, _) = usage();
     let measured = run(&url, suite(quick, "see", ONE_STEP), quick).await;
     let gaps = same_device_gaps(&run(&url, suite(cases, "wait", TIMED), cases).await.lines);
@@ -416,7 +418,8 @@ async fn webhooks_cost(store: &str, databases: &[String], devices: usize, cases:
                 webhooks: if told { webhooks_at(&receiver) } else { Vec::new() },
                 ..Default::default()
             };
-            let url = grid_options(&databases[round * 2 + usize::from(told)], devices, true, options, &cancel).await;
+            let served = grid_options(&databases[round * 2 + usize::from(told)], devices, true, options, &cancel).await;
+            let url = served.url.clone();
             let (cpu_before, _) = usage();
             let started = Instant::now();
             let mut runs = RunsClient::connect(url.clone()).await.unwrap();
@@ -469,7 +472,7 @@ async fn fleet_page(http: std::net::SocketAddr, cancel: CancellationToken) {
 /// coordinator's `/metrics`, the workers' extra reads from their metrics
 /// (one registry for every worker of this process).
 async fn live_sent(http: std::net::SocketAddr) -> [f64; 3] {
-    let coordinator = http_get(http, "/metrics").await.unwrap_or_default();
+    let coordinator = http_get(http, "/metrics").await.1;
     let workers = argus_worker::metrics::render();
     [
         counter(&coordinator, "argus_live_screens_total"),
@@ -494,7 +497,8 @@ async fn live_cost(store: &str, databases: &[String], devices: usize, cases: usi
             let http_addr = http.local_addr().unwrap();
             let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
             let database = &databases[round * 2 + usize::from(open)];
-            let url = grid_options(database, devices, true, options, &cancel).await;
+            let served = grid_options(database, devices, true, options, &cancel).await;
+            let url = served.url.clone();
             if open {
                 tokio::spawn(fleet_page(http_addr, cancel.clone()));
             }
@@ -635,7 +639,8 @@ async fn records_weight(store: &str, database: &str, devices: usize, cases: usiz
         &format!("{steps}  - app.see: {{ testId: nowhere, timeoutMs: 200 }}\n"),
     ));
     let cancel = CancellationToken::new();
-    let url = grid(database, devices, &cancel).await;
+    let served = grid(database, devices, &cancel).await;
+    let url = served.url.clone();
     let store_now = Store::open(database).await.unwrap();
     let mut kept = Vec::new();
     for night in 1..=2 {

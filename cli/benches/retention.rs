@@ -132,7 +132,8 @@ fn main() {
             made.elapsed().as_secs_f64()
         );
         let cancel = CancellationToken::new();
-        let grid_url = grid(&url, devices, &cancel).await;
+        let served = grid(&url, devices, &cancel).await;
+        let grid_url = served.url.clone();
         // Without a prune: a warm-up run (its figures are not kept: the
         // first leases of a fresh grid are slower), then ~20 s of attempts.
         let quiet = CancellationToken::new();

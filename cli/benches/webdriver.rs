@@ -12,24 +12,21 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use argus_proto::grpc::{self, fleet_client::FleetClient};
 use argus_sim::{Agent, AgentConfig, App, Model};
-use argus_store::Store;
 use argus_worker::driver::{Driver, DriverConfig};
-use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use argus_worker::link::SlotConfig;
 use hdrhistogram::Histogram;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// Rounds of one side before the other takes its turn.
 const BATCH: usize = 10;
 const CALL: Duration = Duration::from_secs(5);
 
-use argus_testkit::free_port;
+use argus_testkit::{Grid, GridOptions, free_port};
 
 fn sim(port: u16, cancel: &CancellationToken) {
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml");
@@ -63,41 +60,26 @@ impl WebDriver {
 
 /// A coordinator with its HTTP port, one worker, one simulated app; a
 /// session on its device.
-async fn grid(cancel: &CancellationToken) -> (WebDriver, String) {
+async fn grid(cancel: &CancellationToken) -> (WebDriver, String, Grid) {
     let db = std::env::temp_dir().join(format!("argus-wd-bench-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&db);
-    let store = Store::open(&format!("sqlite:{}", db.display())).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let base = format!("http://{}", http.local_addr().unwrap());
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
-    let port = free_port();
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "bench".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots: vec![SlotConfig::for_port(port, "ios")],
+    let options = GridOptions {
+        database: Some(format!("sqlite:{}", db.display())),
+        http: true,
+        cancel: Some(cancel.clone()),
+        ..GridOptions::default()
     };
-    tokio::spawn(link::run(config, cancel.clone()));
+    let mut grid = Grid::serve(options).await;
+    let port = free_port();
+    grid.spawn_worker(grid.worker_config("bench", vec![SlotConfig::for_port(port, "ios")]));
     sim(port, cancel);
-    let mut fleet = FleetClient::connect(url).await.unwrap();
-    loop {
-        let devices = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices;
-        if devices.iter().any(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32)) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    grid.wait_for_devices(1).await;
+    let base = format!("http://{}", grid.http());
     let webdriver = WebDriver { client: Client::builder(TokioExecutor::new()).build_http(), base };
     let created =
         webdriver.post("/session", json!({ "capabilities": { "alwaysMatch": { "platformName": "iOS" } } })).await;
     let sid = created["sessionId"].as_str().unwrap().to_owned();
-    (webdriver, sid)
+    (webdriver, sid, grid)
 }
 
 fn main() {
@@ -105,7 +87,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async move {
         let cancel = CancellationToken::new();
-        let (webdriver, sid) = grid(&cancel).await;
+        let (webdriver, sid, _grid) = grid(&cancel).await;
         let port = free_port();
         let driver = Driver::listen(DriverConfig { port, ..DriverConfig::default() }).await.unwrap();
         sim(port, &cancel);

@@ -227,16 +227,6 @@ fn taken_back(log: &[LogRow], device: &str, fault: &str, since: Instant) -> f64 
     seconds
 }
 
-/// A GET on the coordinator's HTTP port: the whole response.
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response
-}
-
 fn finish(client: Child) -> (Option<i32>, String) {
     let output = client.wait_with_output().unwrap();
     (output.status.code(), text(&output))
@@ -445,7 +435,7 @@ fn a_run_whose_devices_are_all_quarantined_says_why_and_ends() {
     let at = Instant::now();
     // While it waits, the dashboard says why.
     let page = loop {
-        let page = http_get(&grid.http, &format!("/runs/{run_id}"));
+        let (_, page) = http_get(&grid.http, &format!("/runs/{run_id}"));
         if page.contains("Waiting for devices") || at.elapsed() > Duration::from_secs(3) {
             break page;
         }
@@ -780,7 +770,7 @@ fn a_flaky_link_keeps_its_attempt_named_and_a_wrong_token_app_is_named_beside_th
         assert!(Instant::now() < deadline, "never named beside the right app: {line}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let fleet = http_get(&grid.http, "/api/v1/fleet");
+    let (_, fleet) = http_get(&grid.http, "/api/v1/fleet");
     assert!(fleet.contains(&format!("\"app_problem\":\"{named}\"")), "{fleet}");
     // The right app runs cases meanwhile, and gets every call.
     let first_run = run_id;
@@ -798,9 +788,8 @@ fn a_flaky_link_keeps_its_attempt_named_and_a_wrong_token_app_is_named_beside_th
 /// number) and the index of its last finished step. Reading it is what
 /// makes the worker send it.
 fn live_step(grid: &Grid, worker: &str, port: u16) -> Option<((String, u64), Option<u64>)> {
-    let response = http_get(&grid.http, &format!("/api/v1/fleet/{worker}/{port}/screen"));
-    let body = response.split_once("\r\n\r\n")?.1;
-    let view: serde_json::Value = serde_json::from_str(body).ok()?;
+    let (_, body) = http_get(&grid.http, &format!("/api/v1/fleet/{worker}/{port}/screen"));
+    let view: serde_json::Value = serde_json::from_str(&body).ok()?;
     let case = view["case_id"].as_str()?.to_owned();
     Some(((case, view["attempt"].as_u64()?), view["step_index"].as_u64()))
 }

@@ -34,10 +34,9 @@ use argus_proto::run::{RunCase, RunManifest};
 use argus_store::{
     AppHealthRow, AttemptOutcome, DeviceRecord, NewCase, NewLease, NewRun, StepRow, Store, WorkerRecord,
 };
+use argus_testkit::{Grid, GridOptions};
 use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tracing_subscriber::layer::SubscriberExt;
 
 const DAY: i64 = 86_400_000;
@@ -579,32 +578,21 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, usize) {
     (head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0), response.len())
 }
 
-/// A coordinator serving `url`'s store: its HTTP address, and what stops it.
-async fn coordinator(url: &str) -> (std::net::SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
-    let store = Store::open(url).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = http.local_addr().unwrap();
-    let cancel = CancellationToken::new();
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
-    let serving = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            let _ = argus_coordinator::serve_with(listener, store, options, cancel).await;
-        }
-    });
+/// A coordinator serving `url`'s store, once its dashboard answers.
+async fn coordinator(url: &str) -> Grid {
+    let grid = Grid::serve(GridOptions { database: Some(url.to_owned()), http: true, ..GridOptions::default() }).await;
+    let addr = grid.http();
     // Serving once the dashboard answers.
     let deadline = Instant::now() + Duration::from_secs(30);
     while tokio::net::TcpStream::connect(addr).await.is_err() || get(addr, "/healthz").await.0 != 200 {
         assert!(Instant::now() < deadline, "the coordinator never served its dashboard");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (addr, cancel, serving)
+    grid
 }
 
-async fn stop((_, cancel, serving): (std::net::SocketAddr, CancellationToken, tokio::task::JoinHandle<()>)) {
-    cancel.cancel();
-    let _ = serving.await;
+async fn stop(grid: Grid) {
+    grid.shut_down().await;
 }
 
 /// The pages a team opens, over this year's runs.
@@ -692,7 +680,7 @@ async fn main() {
             .unwrap();
     let pages = pages(&runs);
     let served = coordinator(&url).await;
-    let addr = served.0;
+    let addr = served.http();
     println!();
     println!(
         "{:<22} {:>9} {:>9} {:>9} {:>9}  {}",
@@ -745,7 +733,7 @@ async fn main() {
         let mut report = String::new();
         let mut statements = 0;
         for (label, path) in &pages {
-            get(served.0, path).await;
+            get(served.http(), path).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
             let plans = notices.take();
             statements += plans.len();

@@ -9,9 +9,8 @@ use std::time::Duration;
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_proto::run::{CaseResult, RunCase, RunManifest};
 use argus_store::Store;
-use argus_testkit::{Grid, Proxy, Sim, free_port, wait_for_devices};
+use argus_testkit::{Grid, GridOptions, Proxy, Sim, free_port, http_get, wait_for_devices};
 use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// `n` cases: a matrix over the shop's screens, a few seconds of work.
@@ -327,27 +326,15 @@ async fn two_runs_share_one_fleet_and_both_finish() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_keep_out_workers_and_clients_without_them() {
-    let store = Store::open(&argus_testkit::sqlite_url("argus-grid")).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
     let tokens =
         argus_coordinator::Tokens { worker: Some("w-secret".into()), client: Some("c-secret".into()), read: None };
-    let options = argus_coordinator::Options { tokens, ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
-    let start_worker = |name: &str, token: Option<&str>| {
+    let coordinator = argus_coordinator::Options { tokens, ..Default::default() };
+    let mut grid = Grid::serve(GridOptions { coordinator, ..GridOptions::default() }).await;
+    let url = grid.url.clone();
+    let mut start_worker = |name: &str, token: Option<&str>| {
         let port = free_port();
-        let config = WorkerConfig {
-            coordinator: url.clone(),
-            name: name.into(),
-            host: "127.0.0.1".into(),
-            app_token: None,
-            token: token.map(str::to_owned),
-            tls_ca: None,
-            slots: vec![SlotConfig::for_port(port, "ios")],
-        };
-        tokio::spawn(link::run(config, cancel.clone()));
+        let config = grid.worker_config(name, vec![SlotConfig::for_port(port, "ios")]);
+        grid.spawn_worker(WorkerConfig { token: token.map(str::to_owned), ..config });
         Sim::start(port, None)
     };
     let _intruder = start_worker("intruder", Some("guess"));
@@ -645,32 +632,10 @@ async fn a_priority_three_run_gets_three_devices_for_each_of_a_priority_one_run(
     assert!((5..=12).contains(&low), "priority 3 against 1 while both wait: {high} against {low}; {order:?}");
 }
 
-/// GET over a plain socket: enough HTTP for a scrape.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: argus\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_metrics_scrape_shows_the_run_its_queue_and_the_fleet() {
-    let store = Store::open(&argus_testkit::sqlite_url("argus-grid")).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http_addr = http.local_addr().unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
-    let mut grid = Grid::around(url, cancel);
+    let mut grid = Grid::serve(GridOptions { http: true, ..GridOptions::default() }).await;
+    let http_addr = grid.http();
     grid.worker("w1", 2);
     wait_for_devices(&grid.url, 2).await;
     assert_eq!(http_get(http_addr, "/healthz").await, (200, "ok\n".to_owned()));

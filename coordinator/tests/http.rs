@@ -8,44 +8,22 @@
 use std::time::Duration;
 
 use argus_coordinator::{Options, Tokens};
-use argus_store::Store;
+use argus_testkit::{Grid, GridOptions, http_request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
+use tokio::net::TcpStream;
 
-/// A coordinator on SQLite with its HTTP port; the port's address, and the
-/// folder of its files (removed when dropped).
-async fn coordinator(read_token: Option<&str>) -> (String, CancellationToken, tempfile::TempDir) {
+/// A coordinator on SQLite with its HTTP port; the port's address, the
+/// grid, and the folder of its files (removed when dropped).
+async fn coordinator(read_token: Option<&str>) -> (String, Grid, tempfile::TempDir) {
     coordinator_with(Tokens { read: read_token.map(Into::into), ..Tokens::default() }).await
 }
 
-async fn coordinator_with(tokens: Tokens) -> (String, CancellationToken, tempfile::TempDir) {
-    let store = Store::open(&argus_store::testkit::sqlite_url("argus_http")).await.unwrap();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = http.local_addr().unwrap().to_string();
+async fn coordinator_with(tokens: Tokens) -> (String, Grid, tempfile::TempDir) {
     let files = tempfile::Builder::new().prefix("argus-http-files").tempdir().unwrap();
     let artifacts = argus_store::artifacts::DirStore::open(files.path().to_owned()).unwrap();
-    let options =
-        Options { tokens, http: Some(http), artifacts: Some(std::sync::Arc::new(artifacts)), ..Options::default() };
-    let cancel = CancellationToken::new();
-    tokio::spawn(argus_coordinator::serve_with(grpc, store, options, cancel.clone()));
-    (addr, cancel, files)
-}
-
-/// Sends `target` as a GET with `headers`; the status and the body.
-async fn get(addr: &str, target: &[u8], headers: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let mut request = b"GET ".to_vec();
-    request.extend_from_slice(target);
-    request.extend_from_slice(format!(" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{headers}\r\n").as_bytes());
-    stream.write_all(&request).await.unwrap();
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await.unwrap().unwrap();
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let coordinator = Options { tokens, artifacts: Some(std::sync::Arc::new(artifacts)), ..Options::default() };
+    let grid = Grid::serve(GridOptions { http: true, coordinator, ..GridOptions::default() }).await;
+    (grid.http().to_string(), grid, files)
 }
 
 fn error_of(body: &str) -> String {
@@ -56,49 +34,49 @@ fn error_of(body: &str) -> String {
 
 #[tokio::test]
 async fn bad_input_gets_a_400_that_says_what_was_wrong_and_api_errors_are_json() {
-    let (addr, cancel, _files) = coordinator(None).await;
-    let (status, body) = get(&addr, b"/api/v1/runs?branch=a%00b", "").await;
+    let (addr, grid, _files) = coordinator(None).await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs?branch=a%00b", "").await;
     assert_eq!((status, error_of(&body).as_str()), (400, "the request's query holds a NUL byte"));
-    let (status, body) = get(&addr, b"/api/v1/cases/x%00y?project=p", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/cases/x%00y?project=p", "").await;
     assert_eq!((status, error_of(&body).as_str()), (400, "the request's path holds a NUL byte"));
-    let (status, body) = get(&addr, b"/api/v1/runs?branch=%ff%fe", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs?branch=%ff%fe", "").await;
     assert_eq!((status, error_of(&body).as_str()), (400, "the request's query is not UTF-8"));
-    let (status, body) = get(&addr, b"/api/v1/runs?page=-1", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs?page=-1", "").await;
     assert_eq!(status, 400);
     assert!(error_of(&body).contains("page"), "{body}");
-    let (status, body) = get(&addr, b"/api/v1/flaky?days=-5", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/flaky?days=-5", "").await;
     assert_eq!(status, 400);
     assert!(error_of(&body).contains("days"), "{body}");
-    let (status, body) = get(&addr, b"/api/v1/runs?page=4294967295", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs?page=4294967295", "").await;
     assert_eq!((status, error_of(&body).as_str()), (400, "page: 4294967295 is past the last page (100000 at most)"));
-    let (status, body) = get(&addr, b"/api/v1/nothing/here", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/nothing/here", "").await;
     assert_eq!((status, error_of(&body).as_str()), (404, "no page /api/v1/nothing/here"));
-    let (status, body) = get(&addr, b"/api/v1/runs/nope", "").await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs/nope", "").await;
     assert_eq!((status, error_of(&body).as_str()), (404, "no run nope"));
     // A page, not the API: a plain message, still a 400.
-    let (status, body) = get(&addr, b"/?branch=%00", "").await;
+    let (status, body) = http_request(&addr, b"/?branch=%00", "").await;
     assert_eq!((status, body.trim()), (400, "the request's query holds a NUL byte"));
-    cancel.cancel();
+    grid.stop();
 }
 
 #[tokio::test]
 async fn the_read_token_guards_everything_but_health() {
-    let (addr, cancel, _files) = coordinator(Some("r-secret")).await;
+    let (addr, grid, _files) = coordinator(Some("r-secret")).await;
     for target in [&b"/"[..], b"/api/v1/runs", b"/metrics", b"/fleet"] {
-        let (status, _) = get(&addr, target, "").await;
+        let (status, _) = http_request(&addr, target, "").await;
         assert_eq!(status, 401, "{}", String::from_utf8_lossy(target));
     }
-    let (status, body) = get(&addr, b"/api/v1/runs", "authorization: Bearer wrong\r\n").await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs", "authorization: Bearer wrong\r\n").await;
     assert_eq!(status, 401);
     assert!(error_of(&body).starts_with("this dashboard needs its read token"), "{body}");
-    let (status, _) = get(&addr, b"/api/v1/runs", "authorization: Bearer r-secret\r\n").await;
+    let (status, _) = http_request(&addr, b"/api/v1/runs", "authorization: Bearer r-secret\r\n").await;
     assert_eq!(status, 200);
     // What a browser sends once the user typed the token as the password.
-    let (status, _) = get(&addr, b"/", "authorization: Basic dXNlcjpyLXNlY3JldA==\r\n").await;
+    let (status, _) = http_request(&addr, b"/", "authorization: Basic dXNlcjpyLXNlY3JldA==\r\n").await;
     assert_eq!(status, 200);
-    let (status, body) = get(&addr, b"/healthz", "").await;
+    let (status, body) = http_request(&addr, b"/healthz", "").await;
     assert_eq!((status, body.trim()), (200, "ok"));
-    cancel.cancel();
+    grid.stop();
 }
 
 /// A W3C error body's `error` and `message`.
@@ -111,9 +89,9 @@ fn w3c_error(body: &str) -> (String, String) {
 #[tokio::test]
 async fn webdriver_needs_the_client_token_and_every_error_is_w3c_json() {
     let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
-    let (addr, cancel, _files) = coordinator_with(tokens).await;
+    let (addr, grid, _files) = coordinator_with(tokens).await;
     for path in [&b"/status"[..], b"/wd/hub/status", b"/session/x/source"] {
-        let (status, body) = get(&addr, path, "authorization: Bearer r-secret\r\n").await;
+        let (status, body) = http_request(&addr, path, "authorization: Bearer r-secret\r\n").await;
         assert_eq!(status, 401, "the read token does not drive devices: {body}");
         let (error, message) = w3c_error(&body);
         assert_eq!(error, "unknown error");
@@ -121,20 +99,20 @@ async fn webdriver_needs_the_client_token_and_every_error_is_w3c_json() {
     }
     // The Python clients send a URL's password as HTTP Basic.
     let basic = "authorization: Basic YXJndXM6Yy1rZXk=\r\n";
-    let (status, body) = get(&addr, b"/wd/hub/status", basic).await;
+    let (status, body) = http_request(&addr, b"/wd/hub/status", basic).await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = get(&addr, b"/session/nope/source", basic).await;
+    let (status, body) = http_request(&addr, b"/session/nope/source", basic).await;
     assert_eq!((status, w3c_error(&body).0.as_str()), (404, "invalid session id"));
-    let (status, body) = get(&addr, b"/session/nope/no/such/command", basic).await;
+    let (status, body) = http_request(&addr, b"/session/nope/no/such/command", basic).await;
     assert_eq!((status, w3c_error(&body).0.as_str()), (404, "unknown command"));
-    let (status, body) = get(&addr, b"/session", basic).await;
+    let (status, body) = http_request(&addr, b"/session", basic).await;
     assert_eq!((status, w3c_error(&body).0.as_str()), (405, "unknown method"), "GET on a POST route");
-    cancel.cancel();
+    grid.stop();
 }
 
 #[tokio::test]
 async fn metrics_are_openmetrics_text_labelled_as_such_with_the_build() {
-    let (addr, cancel, _files) = coordinator(None).await;
+    let (addr, grid, _files) = coordinator(None).await;
     let mut stream = TcpStream::connect(&addr).await.unwrap();
     stream.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
     let mut response = Vec::new();
@@ -152,12 +130,12 @@ async fn metrics_are_openmetrics_text_labelled_as_such_with_the_build() {
         "{response}"
     );
     assert!(response.trim_end().ends_with("# eof"), "{response}");
-    cancel.cancel();
+    grid.stop();
 }
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_let_go() {
-    let (addr, cancel, _files) = coordinator(None).await;
+    let (addr, grid, _files) = coordinator(None).await;
     let mut stream = TcpStream::connect(&addr).await.unwrap();
     stream.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n").await.unwrap();
     let started = std::time::Instant::now();
@@ -166,7 +144,7 @@ async fn a_client_that_never_finishes_its_headers_is_let_go() {
     assert!(read.is_ok(), "the connection was held open");
     let waited = started.elapsed();
     assert!(waited >= Duration::from_secs(9) && waited < Duration::from_secs(14), "closed after {waited:?}");
-    cancel.cancel();
+    grid.stop();
 }
 
 /// Runs the spec's `report push` client against `base`; one JSON object per
@@ -190,7 +168,7 @@ fn report_push(base: &str, key: &str, run_dir: &std::path::Path, project: &str) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lynkeus_report_push_lands_a_run_in_the_history() {
     let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
-    let (addr, cancel, _files) = coordinator_with(tokens).await;
+    let (addr, grid, _files) = coordinator_with(tokens).await;
     let base = format!("http://{addr}");
     let report = tempfile::Builder::new().prefix("argus-push").tempdir().unwrap();
     let dir = report.path().to_owned();
@@ -221,27 +199,28 @@ async fn lynkeus_report_push_lands_a_run_in_the_history() {
 
     // In the history, marked as pushed, with its cases, lines and case page.
     let read = "authorization: Bearer r-secret\r\n";
-    let (status, body) = get(&addr, b"/api/v1/runs?project=shop", read).await;
+    let (status, body) = http_request(&addr, b"/api/v1/runs?project=shop", read).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&id) && body.contains("lynkeus report push"), "{body}");
-    let (status, body) = get(&addr, format!("/api/v1/runs/{id}/cases.jsonl").as_bytes(), read).await;
+    let (status, body) = http_request(&addr, format!("/api/v1/runs/{id}/cases.jsonl").as_bytes(), read).await;
     assert_eq!(status, 200);
     assert!(body.contains(failed) && body.contains(passed), "the lines to the byte: {body}");
     // The run's answer carries each attempt's line as it was written, and
     // the case's title from it.
-    let (status, body) = get(&addr, format!("/api/v1/runs/{id}").as_bytes(), read).await;
+    let (status, body) = http_request(&addr, format!("/api/v1/runs/{id}").as_bytes(), read).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&format!("\"line\":{failed}")) && body.contains(&format!("\"line\":{passed}")), "{body}");
     assert!(body.contains(r#""title":"Paying a friend""#), "{body}");
-    let (status, body) = get(&addr, b"/api/v1/cases/pay?project=shop", read).await;
+    let (status, body) = http_request(&addr, b"/api/v1/cases/pay?project=shop", read).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&id), "{body}");
-    let (status, body) = get(&addr, b"/cases/pay?project=shop", read).await;
+    let (status, body) = http_request(&addr, b"/cases/pay?project=shop", read).await;
     assert_eq!(status, 200, "{body}");
     // The screenshot it pushed, kept with the run and shown on its page.
-    let (status, body) = get(&addr, format!("/api/v1/runs/{id}/files/pay/01-app-see-sent.png").as_bytes(), read).await;
+    let (status, body) =
+        http_request(&addr, format!("/api/v1/runs/{id}/files/pay/01-app-see-sent.png").as_bytes(), read).await;
     assert_eq!((status, body.as_str()), (200, "not really a png"));
-    let (status, body) = get(&addr, format!("/runs/{id}").as_bytes(), read).await;
+    let (status, body) = http_request(&addr, format!("/runs/{id}").as_bytes(), read).await;
     assert_eq!(status, 200);
     assert!(body.contains(&format!("<img src=\"/runs/{id}/files/pay/01-app-see-sent.png\"")), "{body}");
 
@@ -251,7 +230,7 @@ async fn lynkeus_report_push_lands_a_run_in_the_history() {
     assert_eq!(refused[0]["status"], 422);
     assert_eq!(refused[0]["body"]["error"], "run schema 2 is not one this service reads (1)");
     std::fs::remove_dir_all(dir).unwrap();
-    cancel.cancel();
+    grid.stop();
 }
 
 /// Sends `method target` with `headers` and `body`; the status and the body.
@@ -273,7 +252,7 @@ async fn send(addr: &str, method: &str, target: &str, headers: &str, body: &str)
 #[tokio::test]
 async fn a_case_is_muted_and_unmuted_over_the_api_with_the_client_token_and_the_pages_show_it() {
     let tokens = Tokens { client: Some("c-key".into()), read: Some("r-secret".into()), ..Tokens::default() };
-    let (addr, cancel, _files) = coordinator_with(tokens).await;
+    let (addr, grid, _files) = coordinator_with(tokens).await;
     let read = "authorization: Bearer r-secret\r\n";
     let client = "authorization: Bearer c-key\r\n";
     // A case that has run in the project, landed as lynkeus' report push does.
@@ -315,18 +294,18 @@ async fn a_case_is_muted_and_unmuted_over_the_api_with_the_client_token_and_the_
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(r#""muted_by":"dashboard""#) && body.contains(r#""until_ms":32503679999999"#), "{body}");
 
-    let (status, body) = get(&addr, b"/api/v1/mutes?project=shop", read).await;
+    let (status, body) = http_request(&addr, b"/api/v1/mutes?project=shop", read).await;
     assert_eq!(status, 200);
     assert!(body.contains(r#""case_id":"pay<1>""#) && body.contains(r#""action":"muted""#), "{body}");
     // The pages show it as text, never as HTML.
-    let (status, page) = get(&addr, b"/cases/pay%3C1%3E?project=shop", read).await;
+    let (status, page) = http_request(&addr, b"/cases/pay%3C1%3E?project=shop", read).await;
     assert_eq!(status, 200, "{page}");
     assert!(
         page.contains("&#60;script&#62;alert(1)&#60;/script&#62; flaky") && !page.contains("<script>alert"),
         "{page}"
     );
     assert!(page.contains("class=\"act unmute\"") && page.contains("until 2999-12-31 23:59:59"), "{page}");
-    let (_, page) = get(&addr, b"/flaky?project=shop", read).await;
+    let (_, page) = http_request(&addr, b"/flaky?project=shop", read).await;
     assert!(page.contains("id=\"mutes\"") && page.contains("pay&#60;1&#62;"), "{page}");
 
     let unmute = format!("{path}?by=ana&reason=fixed%20in%20%2312");
@@ -334,10 +313,10 @@ async fn a_case_is_muted_and_unmuted_over_the_api_with_the_client_token_and_the_
     assert_eq!((status, body.contains(r#""was_muted":true"#)), (200, true), "{body}");
     let (status, body) = send(&addr, "DELETE", &unmute, client, "").await;
     assert_eq!((status, error_of(&body).as_str()), (404, "pay<1> is not muted in shop"));
-    let (_, body) = get(&addr, b"/api/v1/mutes?project=shop", read).await;
+    let (_, body) = http_request(&addr, b"/api/v1/mutes?project=shop", read).await;
     assert!(body.contains(r#""mutes":[]"#) && body.contains(r#""by_who":"ana","reason":"fixed in #12""#), "{body}");
     // Rerunning a run that is not there, or has no failure, says so.
     let (status, body) = send(&addr, "POST", "/api/v1/runs/nope/rerun-failed", client, "").await;
     assert_eq!((status, error_of(&body).as_str()), (404, "no run nope"));
-    cancel.cancel();
+    grid.stop();
 }

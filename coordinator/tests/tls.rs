@@ -8,25 +8,20 @@ use std::time::Duration;
 use argus_coordinator::{Options, TlsIdentity};
 use argus_proto::connect::connect;
 use argus_proto::grpc::{self, fleet_client::FleetClient, run_update, runs_client::RunsClient};
-use argus_store::Store;
-use argus_testkit::{Sim, capture_logs, free_port, logs};
-use argus_worker::link::{self, SlotConfig, WorkerConfig};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
+use argus_testkit::{Grid, GridOptions, Sim, capture_logs, free_port, logs};
+use argus_worker::link::{SlotConfig, WorkerConfig};
 
 fn certs() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/tls")
 }
 
-/// A coordinator on SQLite, with TLS or without; its port.
-async fn coordinator(tls: bool, cancel: &CancellationToken) -> u16 {
-    let store = Store::open(&argus_store::testkit::sqlite_url("argus_tls")).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+/// A coordinator on SQLite, with TLS or without; the grid and its port.
+async fn coordinator(tls: bool) -> (Grid, u16) {
     let tls = tls.then(|| TlsIdentity::load(&certs().join("server.pem"), &certs().join("server.key")).unwrap());
-    let options = Options { tls, ..Default::default() };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
-    port
+    let grid =
+        Grid::serve(GridOptions { coordinator: Options { tls, ..Default::default() }, ..Default::default() }).await;
+    let port = grid.url.rsplit(':').next().unwrap().parse().unwrap();
+    (grid, port)
 }
 
 fn ca() -> PathBuf {
@@ -35,21 +30,11 @@ fn ca() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_and_a_client_run_a_suite_over_tls() {
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    let port = coordinator(true, &cancel).await;
+    let (mut grid, port) = coordinator(true).await;
     let url = format!("https://localhost:{port}");
     let device = free_port();
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "w1".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: Some(ca()),
-        slots: vec![SlotConfig::for_port(device, "ios")],
-    };
-    tokio::spawn(link::run(config, cancel.clone()));
+    let config = grid.worker_config("w1", vec![SlotConfig::for_port(device, "ios")]);
+    grid.spawn_worker(WorkerConfig { coordinator: url.clone(), tls_ca: Some(ca()), ..config });
     let _sim = Sim::start(device, None);
     let channel = connect(&url, Some(&ca())).await.unwrap();
     let mut fleet = FleetClient::new(channel.clone());
@@ -91,9 +76,7 @@ async fn refused(url: &str, ca: Option<&Path>, expected: &str) {
 #[tokio::test]
 async fn plaintext_to_a_tls_port_is_refused_with_words_on_both_sides() {
     let (_guard, buffer) = capture_logs();
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    let port = coordinator(true, &cancel).await;
+    let (_grid, port) = coordinator(true).await;
     refused(&format!("http://127.0.0.1:{port}"), None, "if it serves TLS, connect with https://").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let logs = logs(&buffer);
@@ -103,9 +86,7 @@ async fn plaintext_to_a_tls_port_is_refused_with_words_on_both_sides() {
 #[tokio::test]
 async fn tls_to_a_plaintext_port_is_refused_with_words_on_both_sides() {
     let (_guard, buffer) = capture_logs();
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    let port = coordinator(false, &cancel).await;
+    let (_grid, port) = coordinator(false).await;
     refused(&format!("https://localhost:{port}"), Some(&ca()), "does not speak TLS: connect with http://").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let logs = logs(&buffer);
@@ -114,9 +95,7 @@ async fn tls_to_a_plaintext_port_is_refused_with_words_on_both_sides() {
 
 #[tokio::test]
 async fn a_certificate_from_an_unknown_ca_is_refused_naming_the_flag() {
-    let cancel = CancellationToken::new();
-    let _stop = cancel.clone().drop_guard();
-    let port = coordinator(true, &cancel).await;
+    let (_grid, port) = coordinator(true).await;
     refused(&format!("https://localhost:{port}"), None, "give its CA with --tls-ca").await;
     refused(&format!("http://localhost:{port}"), Some(&ca()), "use https:// to connect with TLS").await;
 }

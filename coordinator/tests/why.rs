@@ -9,10 +9,7 @@ use argus_history::explain::{self, Explained};
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
 use argus_sim::model::Model;
 use argus_store::Store;
-use argus_testkit::{Grid, Sim, free_ports};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
+use argus_testkit::{Grid, GridOptions, Sim, free_ports, http_get};
 
 /// The app under test, as a model: a cart whose `POST /api/cart` answers
 /// `status`, whose checkout button is `#checkout_id`, at `version`, with a
@@ -124,26 +121,9 @@ async fn serve(grid: &mut Grid, ports: &[u16], apps: &[&App]) {
 
 /// A coordinator with its HTTP port on `database`: the grid and the port.
 async fn grid_with_pages(database: &str) -> (Grid, String) {
-    let store = Store::open(database).await.unwrap();
-    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let (url, pages) = (format!("http://{}", grpc.local_addr().unwrap()), http.local_addr().unwrap().to_string());
-    let options = argus_coordinator::Options { http: Some(http), ..Default::default() };
-    let cancel = CancellationToken::new();
-    tokio::spawn(argus_coordinator::serve_with(grpc, store, options, cancel.clone()));
-    (Grid::around(url, cancel), pages)
-}
-
-async fn get(addr: &str, target: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await.unwrap().unwrap();
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, body)
+    let grid = Grid::serve(GridOptions { database: Some(database.into()), http: true, ..GridOptions::default() }).await;
+    let pages = grid.http().to_string();
+    (grid, pages)
 }
 
 /// The JSON object of a response, chunked or not.
@@ -217,23 +197,23 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     assert_eq!(compared.len(), 4, "{compared:#?}");
     assert!(compared.iter().all(|c| c.kind == "new-failure" && c.to_cause == "backend" && c.from_result == "passed"));
     assert!(compared.iter().any(|c| c.case_id == "cart" && c.platform == "ios"), "{compared:#?}");
-    let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/compare/{first}")).await;
+    let (status, body) = http_get(&pages, &format!("/api/v1/runs/{second}/compare/{first}")).await;
     assert_eq!(status, 200, "{body}");
     let back = json_of(&body);
     let kinds: Vec<&str> = back["changes"].as_array().unwrap().iter().filter_map(|c| c["kind"].as_str()).collect();
     assert_eq!(kinds, ["fixed"; 4], "{back}");
     assert_eq!(back["changes"][0]["from_cause"], "backend");
-    let (status, body) = get(&pages, &format!("/api/v1/runs/{first}/compare/nope")).await;
+    let (status, body) = http_get(&pages, &format!("/api/v1/runs/{first}/compare/nope")).await;
     assert_eq!((status, body.contains("no run nope")), (404, true), "{body}");
     // The page, and the run page's link to it from the run after.
-    let (status, body) = get(&pages, &format!("/runs/{first}/compare/{second}")).await;
+    let (status, body) = http_get(&pages, &format!("/runs/{first}/compare/{second}")).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("New failures <small>4</small>") && body.contains(">cart</a>"), "{body}");
-    let (status, body) = get(&pages, &format!("/runs/{second}")).await;
+    let (status, body) = http_get(&pages, &format!("/runs/{second}")).await;
     assert_eq!(status, 200);
     assert!(body.contains(&format!("href=\"/runs/{first}/compare/{second}\"")), "{body}");
     // And as the dashboard shows it: the diff's JSON, the run page.
-    let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/cases/cart/diff")).await;
+    let (status, body) = http_get(&pages, &format!("/api/v1/runs/{second}/cases/cart/diff")).await;
     assert_eq!(status, 200, "{body}");
     let diff = json_of(&body);
     assert_eq!(diff["cause"]["kind"], "backend", "{diff}");
@@ -242,10 +222,10 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     assert_eq!(diff["first_difference"]["step"], 1);
     assert_eq!(diff["baseline"]["commit"], "c1");
     assert_eq!(diff["line"], cart.line.as_str());
-    let (status, body) = get(&pages, &format!("/api/v1/runs/{second}/cases/late/diff")).await;
+    let (status, body) = http_get(&pages, &format!("/api/v1/runs/{second}/cases/late/diff")).await;
     assert_eq!(status, 404, "late passed: {body}");
     assert_eq!(json_of(&body)["error"], format!("run {second} has no record of a failed attempt of case late"));
-    let (status, body) = get(&pages, &format!("/runs/{second}")).await;
+    let (status, body) = http_get(&pages, &format!("/runs/{second}")).await;
     assert_eq!(status, 200);
     assert!(body.contains("Why it failed") && body.contains("POST /api/cart 503 · 4 cases"), "{body}");
     assert!(
@@ -317,7 +297,7 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let flaky = loop {
-        let (status, body) = get(&pages, "/api/v1/flaky?project=cart&days=1").await;
+        let (status, body) = http_get(&pages, "/api/v1/flaky?project=cart&days=1").await;
         assert_eq!(status, 200, "{body}");
         let flaky = json_of(&body);
         let attempts: u64 = flaky["causes"].as_array().unwrap().iter().map(|c| c["attempts"].as_u64().unwrap()).sum();
@@ -341,7 +321,7 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
     for kind in ["app", "timing", "test-data"] {
         assert!(kinds.contains(&kind), "{kind} in {flaky}");
     }
-    let (status, body) = get(&pages, "/flaky?project=cart&days=1").await;
+    let (status, body) = http_get(&pages, "/flaky?project=cart&days=1").await;
     assert_eq!(status, 200);
     assert!(
         body.contains("Failures by cause") && body.contains("POST /api/cart 503") && body.contains("#checkout missing"),
@@ -350,7 +330,7 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
 
     // The case page: its last failure (run 3) since it last passed (run 1),
     // and when it started (run 2, after run 1's pass).
-    let (status, body) = get(&pages, "/api/v1/cases/cart?project=cart").await;
+    let (status, body) = http_get(&pages, "/api/v1/cases/cart?project=cart").await;
     assert_eq!(status, 200, "{body}");
     let why = &json_of(&body)["why"];
     assert_eq!((why["run_id"].as_str(), why["cause"]["kind"].as_str()), (Some(third.as_str()), Some("app")), "{why}");
@@ -359,7 +339,7 @@ async fn each_failure_names_what_changed_since_it_last_passed_and_why() {
         (Some("c2"), Some("c1"))
     );
     assert_eq!(why["started"]["failing_runs"], 2);
-    let (status, body) = get(&pages, "/cases/cart?project=cart").await;
+    let (status, body) = http_get(&pages, "/cases/cart?project=cart").await;
     assert_eq!(status, 200);
     for shown in [
         "Since it last passed",

@@ -12,14 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use argus_proto::grpc::{self, run_update, runs_client::RunsClient};
-use argus_store::Store;
-use argus_testkit::{Sim, free_port};
-use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use argus_testkit::{GridOptions, Sim, free_port};
+use argus_worker::link::SlotConfig;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 struct Chromedriver(Child);
 
@@ -61,30 +58,15 @@ struct Grid {
     db: String,
     web: String,
     url: String,
-    _stop: tokio_util::sync::DropGuard,
+    _stop: argus_testkit::Grid,
 }
 
-async fn grid(name: &str, options: argus_coordinator::Options, slots: Vec<SlotConfig>) -> Grid {
-    let db = argus_testkit::sqlite_url(name);
-    let store = Store::open(&db).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let web = format!("http://{}", http.local_addr().unwrap());
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    let options = argus_coordinator::Options { http: Some(http), ..options };
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
-    let config = WorkerConfig {
-        coordinator: url.clone(),
-        name: "mac".into(),
-        host: "127.0.0.1".into(),
-        app_token: None,
-        token: None,
-        tls_ca: None,
-        slots,
-    };
-    tokio::spawn(link::run(config, cancel.clone()));
-    Grid { db, web, url, _stop: cancel.drop_guard() }
+async fn grid(name: &str, coordinator: argus_coordinator::Options, slots: Vec<SlotConfig>) -> Grid {
+    let database = argus_testkit::sqlite_url(name);
+    let options = GridOptions { database: Some(database.clone()), http: true, coordinator, cancel: None };
+    let mut grid = argus_testkit::Grid::serve(options).await;
+    grid.spawn_worker(grid.worker_config("mac", slots));
+    Grid { db: database, web: format!("http://{}", grid.http()), url: grid.url.clone(), _stop: grid }
 }
 
 /// chromedriver's browser log: what the page's console printed.

@@ -191,43 +191,87 @@ impl std::io::Write for LogWriter {
     }
 }
 
+/// How [`Grid::serve`] starts its coordinator.
+#[derive(Default)]
+pub struct GridOptions {
+    /// The database; a fresh SQLite file when `None`.
+    pub database: Option<String>,
+    /// Serve the HTTP port (dashboard, API, metrics) on a port of its own:
+    /// [`Grid::http`].
+    pub http: bool,
+    /// Everything else the coordinator is served with (tokens, TLS, files,
+    /// the owner's timings, webhooks); its `http` is set by `http` above.
+    pub coordinator: argus_coordinator::Options,
+    /// What stops it (and its workers), besides dropping it: a benchmark's
+    /// token for everything a round started. A new one when `None`.
+    pub cancel: Option<CancellationToken>,
+}
+
 /// A coordinator on a fresh database over real gRPC, and the workers and
 /// simulated apps the test adds; all stop when it is dropped.
 pub struct Grid {
-    /// The coordinator's gRPC address (`http://…`).
+    /// The coordinator's gRPC address (`http://…`; `https://` is the
+    /// test's to use when it served TLS).
     pub url: String,
+    /// Its HTTP port (`host:port`), when served with [`GridOptions::http`].
+    pub http: Option<SocketAddr>,
+    /// The database it runs on.
+    pub database: String,
     pub cancel: CancellationToken,
     pub sims: Vec<Sim>,
     pub workers: Vec<CancellationToken>,
+    /// The coordinator's task, for [`Grid::shut_down`].
+    serving: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Grid {
     fn drop(&mut self) {
-        self.cancel.cancel();
-        for worker in &self.workers {
-            worker.cancel();
-        }
+        self.stop();
     }
 }
 
 impl Grid {
     /// A grid on a fresh SQLite database.
     pub async fn start() -> Self {
-        Self::on(&sqlite_url("argus-grid")).await
+        Self::serve(GridOptions::default()).await
     }
 
     /// A grid on the database at `url`.
     pub async fn on(url: &str) -> Self {
+        Self::serve(GridOptions { database: Some(url.to_owned()), ..GridOptions::default() }).await
+    }
+
+    /// A grid whose coordinator is served with `options`: the one way every
+    /// test and benchmark starts a coordinator in process.
+    pub async fn serve(options: GridOptions) -> Self {
         // What the grid logged is shown when a test fails (it is captured
         // otherwise): a run that does not end says why.
         let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
-        let (url, cancel) = coordinator_on(url).await;
-        Self { url, cancel, sims: Vec::new(), workers: Vec::new() }
+        let database = options.database.unwrap_or_else(|| sqlite_url("argus-grid"));
+        let store = Store::open(&database).await.unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (http_listener, http) = if options.http {
+            let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = http.local_addr().unwrap();
+            (Some(http), Some(addr))
+        } else {
+            (None, None)
+        };
+        let coordinator = argus_coordinator::Options { http: http_listener, ..options.coordinator };
+        let cancel = options.cancel.unwrap_or_default();
+        let serving = argus_coordinator::serve_with(listener, store, coordinator, cancel.clone());
+        let serving = tokio::spawn(async move {
+            if let Err(error) = serving.await {
+                panic!("the test's coordinator stopped: {error}");
+            }
+        });
+        Self { url, http, database, cancel, sims: Vec::new(), workers: Vec::new(), serving: Some(serving) }
     }
 
-    /// A grid around a coordinator the test started itself.
-    pub fn around(url: String, cancel: CancellationToken) -> Self {
-        Self { url, cancel, sims: Vec::new(), workers: Vec::new() }
+    /// Its HTTP port's address; the grid must have been served with one.
+    pub fn http(&self) -> SocketAddr {
+        self.http.expect("the grid was served without its HTTP port (GridOptions::http)")
     }
 
     /// A grid of `workers` workers of `devices` simulated iOS devices each.
@@ -252,19 +296,48 @@ impl Grid {
 
     /// A worker with one iOS slot per port, and no apps: the test starts them.
     pub fn worker_on(&mut self, name: &str, ports: &[u16]) -> CancellationToken {
-        let config = WorkerConfig {
+        let slots = ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect();
+        self.spawn_worker(self.worker_config(name, slots))
+    }
+
+    /// What a worker named `name` with `slots` is configured with, dialing
+    /// this grid: for a test to change (a token, TLS) before
+    /// [`Grid::spawn_worker`].
+    pub fn worker_config(&self, name: &str, slots: Vec<SlotConfig>) -> WorkerConfig {
+        WorkerConfig {
             coordinator: self.url.clone(),
             name: name.into(),
             host: "127.0.0.1".into(),
             app_token: None,
             token: None,
             tls_ca: None,
-            slots: ports.iter().map(|p| SlotConfig::for_port(*p, "ios")).collect(),
-        };
-        let cancel = CancellationToken::new();
+            slots,
+        }
+    }
+
+    /// Starts a worker in this process; it stops with the grid.
+    pub fn spawn_worker(&mut self, config: WorkerConfig) -> CancellationToken {
+        let cancel = self.cancel.child_token();
         tokio::spawn(link::run(config, cancel.clone()));
         self.workers.push(cancel.clone());
         cancel
+    }
+
+    /// Stops the coordinator and waits until it has ended (its database
+    /// let go of).
+    pub async fn shut_down(mut self) {
+        self.stop();
+        if let Some(serving) = self.serving.take() {
+            let _ = serving.await;
+        }
+    }
+
+    /// Stops the coordinator and the workers (as dropping the grid does).
+    pub fn stop(&self) {
+        self.cancel.cancel();
+        for worker in &self.workers {
+            worker.cancel();
+        }
     }
 
     /// Waits until `count` devices are idle.
@@ -273,20 +346,11 @@ impl Grid {
     }
 }
 
-/// A coordinator on the database at `url`: its gRPC address and what stops it.
-pub async fn coordinator_on(url: &str) -> (String, CancellationToken) {
-    let store = Store::open(url).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let cancel = CancellationToken::new();
-    tokio::spawn(argus_coordinator::serve(listener, store, cancel.clone()));
-    (url, cancel)
-}
-
 /// Waits until the coordinator at `url` has `count` idle devices.
 pub async fn wait_for_devices(url: &str, count: usize) {
     let mut fleet = grpc::fleet_client::FleetClient::connect(url.to_owned()).await.unwrap();
-    for _ in 0..200 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
         let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
         let idle = list
             .devices
@@ -296,7 +360,49 @@ pub async fn wait_for_devices(url: &str, count: usize) {
         if idle >= count {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(tokio::time::Instant::now() < deadline, "{count} devices did not come up: {idle} idle");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("{count} devices did not come up");
+}
+
+/// Waits until the coordinator at `url` lists `count` devices, whatever
+/// their state (stand-in devices that hold their leases).
+pub async fn wait_for_listed(url: &str, count: usize) {
+    let mut fleet = grpc::fleet_client::FleetClient::connect(url.to_owned()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner().devices.len() < count {
+        assert!(tokio::time::Instant::now() < deadline, "{count} devices did not come up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A plain HTTP/1.1 GET of `path`: the status and the body.
+pub async fn http_get(addr: impl std::fmt::Display, path: &str) -> (u16, String) {
+    http_request(addr, path.as_bytes(), "").await
+}
+
+/// A GET of `target` sent as it is (bytes a client would never send
+/// included), with `headers` (`name: value\r\n` each): the status and
+/// the body. Status 0, with the error as the body, when no answer came
+/// (nothing listens yet, or it took over 30 s).
+pub async fn http_request(addr: impl std::fmt::Display, target: &[u8], headers: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut request = b"GET ".to_vec();
+    request.extend_from_slice(target);
+    request.extend_from_slice(format!(" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{headers}\r\n").as_bytes());
+    let mut response = Vec::new();
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr.to_string()).await?;
+        stream.write_all(&request).await?;
+        stream.read_to_end(&mut response).await
+    };
+    match tokio::time::timeout(Duration::from_secs(30), exchange).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => return (0, format!("no answer from {addr}: {error}")),
+        Err(_) => return (0, format!("no answer from {addr} within 30 s")),
+    }
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(response.len());
+    let head = String::from_utf8_lossy(&response[..split]);
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, String::from_utf8_lossy(response.get(split + 4..).unwrap_or_default()).into_owned())
 }

@@ -8,18 +8,17 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use argus_proto::grpc::{self, fleet_client::FleetClient};
-use argus_sim::{Agent, AgentConfig, App, Model};
+use argus_proto::grpc;
+use argus_sim::Model;
 use argus_store::{AttemptOutcome, NewCase, NewLease, NewRun, Store};
-use argus_worker::link::{self, SlotConfig, WorkerConfig};
+use argus_worker::link::SlotConfig;
 use hdrhistogram::Histogram;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub const DEVICES_PER_WORKER: usize = 50;
 
 #[allow(unused_imports)] // Each benchmark takes what it needs.
-pub use argus_testkit::{free_port, free_ports};
+pub use argus_testkit::{Grid, GridOptions, Sim, free_port, free_ports, http_get};
 
 pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).unwrap()
@@ -65,14 +64,15 @@ impl MachineCpu {
     }
 }
 
-/// A grid of `devices` simulated apps on `database`: its URL.
-pub async fn grid(database: &str, devices: usize, cancel: &CancellationToken) -> String {
+/// A grid of `devices` simulated apps on `database`, until `cancel` or
+/// until it is dropped.
+pub async fn grid(database: &str, devices: usize, cancel: &CancellationToken) -> Grid {
     grid_with(database, devices, true, cancel).await
 }
 
 /// The same, its slots recording every step (`observe`, the default) or
 /// not: what the cost of the records is measured with.
-pub async fn grid_with(database: &str, devices: usize, observe: bool, cancel: &CancellationToken) -> String {
+pub async fn grid_with(database: &str, devices: usize, observe: bool, cancel: &CancellationToken) -> Grid {
     grid_options(database, devices, observe, argus_coordinator::Options::default(), cancel).await
 }
 
@@ -81,45 +81,23 @@ pub async fn grid_options(
     database: &str,
     devices: usize,
     observe: bool,
-    options: argus_coordinator::Options,
+    coordinator: argus_coordinator::Options,
     cancel: &CancellationToken,
-) -> String {
-    let store = Store::open(database).await.unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(argus_coordinator::serve_with(listener, store, options, cancel.clone()));
+) -> Grid {
+    let options =
+        GridOptions { database: Some(database.to_owned()), coordinator, cancel: Some(cancel.clone()), http: false };
+    let mut grid = Grid::serve(options).await;
     let model = Model::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml")).unwrap();
     let ports = free_ports(devices);
     for (w, chunk) in ports.chunks(DEVICES_PER_WORKER).enumerate() {
-        let config = WorkerConfig {
-            coordinator: url.clone(),
-            name: format!("bench{w}"),
-            host: "127.0.0.1".into(),
-            app_token: None,
-            token: None,
-            tls_ca: None,
-            slots: chunk.iter().map(|p| SlotConfig { observe, ..SlotConfig::for_port(*p, "ios") }).collect(),
-        };
-        tokio::spawn(link::run(config, cancel.clone()));
+        let slots = chunk.iter().map(|p| SlotConfig { observe, ..SlotConfig::for_port(*p, "ios") }).collect();
+        grid.spawn_worker(grid.worker_config(&format!("bench{w}"), slots));
         for port in chunk {
-            let config = AgentConfig { port: *port, ..AgentConfig::default() };
-            tokio::spawn(Agent::new(App::new(model.clone()), config).run(cancel.clone()));
+            grid.sims.push(Sim::start_with(*port, None, model.clone()));
         }
     }
-    let mut fleet = FleetClient::connect(url.clone()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let list = fleet.list(grpc::ListFleetRequest {}).await.unwrap().into_inner();
-        let idle = list
-            .devices
-            .iter()
-            .filter(|d| d.device.as_ref().is_some_and(|d| d.state == grpc::DeviceState::Idle as i32));
-        if idle.count() == devices {
-            return url;
-        }
-        assert!(Instant::now() < deadline, "{devices} devices did not come up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    grid.wait_for_devices(devices).await;
+    grid
 }
 
 /// `cases` cases, 200 to a matrix file, whose steps are `steps`.
@@ -214,17 +192,6 @@ pub fn passed(seq: i64, observed: Option<argus_store::Observed>) -> AttemptOutco
         observed,
         health: Default::default(),
     }
-}
-
-/// A plain HTTP/1.1 GET: the whole answer, headers and body.
-pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await?;
-    Ok(String::from_utf8_lossy(&answer).into_owned())
 }
 
 /// A counter's value in a Prometheus text exposition (0 when absent).

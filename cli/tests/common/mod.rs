@@ -143,6 +143,12 @@ pub fn http_json_with(addr: &str, method: &str, path: &str, body: &str, headers:
     (status, String::from_utf8_lossy(&response[split + 4..]).into_owned())
 }
 
+/// A GET on an HTTP port: the status and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let (status, body) = http_get_bytes(addr, path);
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
 /// A GET on an HTTP port: the status and the body's bytes.
 pub fn http_get_bytes(addr: &str, path: &str) -> (u16, Vec<u8>) {
     use std::io::{Read, Write};
