@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Pictures of the dashboard for the README, taken from the demo: its run
-# page and the fleet page, on a desktop (1400x1000) and a phone (390x844).
-# Needs a Chromium (chromium, chromium-browser or google-chrome) on the PATH.
+# page, why a case failed with its replay open, the live fleet and a
+# device's page, on a desktop (1400x1000) and a phone (390x844), through
+# chromedriver (scripts/screenshots.py; selenium from the test clients'
+# virtualenv, which scripts/test-clients.sh makes).
+# Needs chromium and chromedriver on the PATH.
 #
 #   bash scripts/screenshots.sh [OUT_DIR]     # default docs/screenshots
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/screenshots}
 mkdir -p "$out"
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [ -z "$browser" ]; then
-  echo "screenshots.sh: no chromium, chromium-browser or google-chrome on the PATH" >&2
+if ! command -v chromedriver >/dev/null; then
+  echo "screenshots.sh: no chromedriver on the PATH (Debian: apt-get install chromium chromium-driver)" >&2
   exit 2
 fi
 cargo build --release -q
@@ -31,12 +33,8 @@ if [ -z "$run" ]; then
   cat "$log" >&2
   exit 1
 fi
-shoot() { # URL WIDTH,HEIGHT FILE
-  "$browser" --headless --disable-gpu --no-sandbox --hide-scrollbars --force-device-scale-factor=1 \
-    --window-size="$2" --screenshot="$out/$3" "$1" >/dev/null 2>&1
-  echo "$out/$3: $1"
-}
-shoot "$run" 1400,1000 run.png
-shoot "${dashboard}fleet" 1400,1000 fleet.png
-shoot "$run" 390,844 run-phone.png
-shoot "${dashboard}fleet" 390,844 fleet-phone.png
+python=target/test-clients/venv/bin/python
+if [ ! -x "$python" ]; then
+  bash scripts/test-clients.sh >/dev/null
+fi
+"$python" scripts/screenshots.py "$dashboard" "$run" "$out"
