@@ -131,7 +131,7 @@ pub async fn rerun_failed(
         ..Default::default()
     };
     let rerun = argus_history::rerun::prepare(&state.store, request).await?;
-    let submitted = state.handle.submit(&state.store, rerun, String::new()).await?;
+    let submitted = argus_grid::submit::submit(&state.handle, &state.store, rerun, String::new()).await?;
     let url = format!("/runs/{}", submitted.run_id);
     Ok(Json(Rerun { run_id: submitted.run_id, rerun_of: id, cases: submitted.case_ids, url }))
 }

@@ -13,7 +13,7 @@ use argus_proto::run::RunManifest;
 use argus_store::{NewCase, NewRun};
 
 use crate::error::CoreError;
-use crate::owner::{DEFAULT_EXPECTED_MS, HISTORY_WINDOW, Handle};
+use crate::owner::Handle;
 use crate::scheduler::{self, Selector};
 use crate::time::iso;
 use argus_store::Store;
@@ -187,11 +187,16 @@ pub fn check(request: grpc::SubmitRequest) -> Result<CheckedSuite, CoreError> {
     Ok(CheckedSuite { request, cases, selector, config_json, priority, owners })
 }
 
+/// The expected duration of a case nothing is known about.
+pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
+/// How many recent passing attempts the expected duration is the median of.
+pub const HISTORY_WINDOW: u32 = 20;
+
 /// Takes a Submit: checked, estimated from history and written here, off
 /// the owner task, so that a suite of 10,000 cases does not hold up anyone
-/// else's leases; then handed to the owner task, which answers. The run's
-/// start is the owner's clock.
-pub(crate) async fn submit(
+/// else's leases; then handed to the owner task (through `handle`), which
+/// answers. The run's start is the owner's clock.
+pub async fn submit(
     handle: &Handle,
     store: &Store,
     submission: Submission,

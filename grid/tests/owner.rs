@@ -77,11 +77,8 @@ impl Grid {
             detach: true,
             ..Default::default()
         };
-        self.handle
-            .submit(&self.store, argus_grid::submit::Submission::new(request), String::new())
-            .await
-            .unwrap()
-            .run_id
+        let submission = argus_grid::submit::Submission::new(request);
+        argus_grid::submit::submit(&self.handle, &self.store, submission, String::new()).await.unwrap().run_id
     }
 
     async fn result(&self, run: &str) -> Option<String> {

@@ -75,14 +75,8 @@ impl grpc::runs_server::Runs for Services {
 
     async fn submit(&self, request: Request<grpc::SubmitRequest>) -> Result<Response<grpc::SubmitResponse>, Status> {
         let traceparent = argus_proto::trace::extract(request.metadata());
-        let response = self
-            .handle
-            .submit(
-                &self.store,
-                argus_history::rerun::submission(&self.store, request.into_inner()).await?,
-                traceparent,
-            )
-            .await?;
+        let submission = argus_history::rerun::submission(&self.store, request.into_inner()).await?;
+        let response = argus_grid::submit::submit(&self.handle, &self.store, submission, traceparent).await?;
         Ok(Response::new(response))
     }
 

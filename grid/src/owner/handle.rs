@@ -4,7 +4,6 @@
 use tokio::sync::{mpsc, oneshot};
 
 use argus_proto::grpc;
-use argus_store::Store;
 
 use super::*;
 use crate::time::Clock;
@@ -120,18 +119,6 @@ impl Handle {
     /// named if not.
     pub async fn admit(&self, selector: Selector) -> Result<(), CoreError> {
         self.ask(|reply| Command::Admit { selector, reply }).await?
-    }
-
-    /// Takes a Submit: checked, estimated from history and written off the
-    /// owner task ([`crate::submit::submit`]), then handed to it, which
-    /// answers.
-    pub async fn submit(
-        &self,
-        store: &Store,
-        submission: crate::submit::Submission,
-        traceparent: String,
-    ) -> Result<grpc::SubmitResponse, CoreError> {
-        crate::submit::submit(self, store, submission, traceparent).await
     }
 
     /// The owner task's clock: what a run's start is stamped with.

@@ -53,10 +53,6 @@ pub const LEASE_TTL: Duration = Duration::from_secs(20);
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// A worker silent this long (two heartbeats) is taken for gone.
 pub const WORKER_SILENCE: Duration = Duration::from_secs(10);
-/// The expected duration of a case nothing is known about.
-pub const DEFAULT_EXPECTED_MS: i64 = 30_000;
-/// How many recent passing attempts the expected duration is the median of.
-pub const HISTORY_WINDOW: u32 = 20;
 
 pub type WorkerTx = mpsc::Sender<Result<grpc::CoordinatorMessage, tonic::Status>>;
 
