@@ -168,7 +168,8 @@ async fn grid_way(source: &str, devices: usize, hook: &str) -> (Vec<Attempt>, St
             ("SQLite".to_owned(), format!("sqlite:{}", path.display()))
         }
     };
-    let options = GridOptions { database: Some(database), cancel: Some(cancel.clone()), ..GridOptions::default() };
+    let options =
+        GridOptions { database: Some(database), cancel: Some(cancel.clone()), quiet: true, ..GridOptions::default() };
     let mut grid = Grid::serve(options).await;
     let url = grid.url.clone();
     let slots: Vec<SlotConfig> = support::free_ports(devices)

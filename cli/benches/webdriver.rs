@@ -67,6 +67,7 @@ async fn grid(cancel: &CancellationToken) -> (WebDriver, String, Grid) {
         database: Some(format!("sqlite:{}", db.display())),
         http: true,
         cancel: Some(cancel.clone()),
+        quiet: true,
         ..GridOptions::default()
     };
     let mut grid = Grid::serve(options).await;

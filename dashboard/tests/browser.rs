@@ -63,7 +63,7 @@ struct Grid {
 
 async fn grid(name: &str, coordinator: argus_coordinator::Options, slots: Vec<SlotConfig>) -> Grid {
     let database = argus_testkit::sqlite_url(name);
-    let options = GridOptions { database: Some(database.clone()), http: true, coordinator, cancel: None };
+    let options = GridOptions { database: Some(database.clone()), http: true, coordinator, cancel: None, quiet: false };
     let mut grid = argus_testkit::Grid::serve(options).await;
     grid.spawn_worker(grid.worker_config("mac", slots));
     Grid { db: database, web: format!("http://{}", grid.http()), url: grid.url.clone(), _stop: grid }

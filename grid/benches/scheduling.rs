@@ -8,7 +8,7 @@
 //! - Static by duration: shards balanced on the estimates, longest first
 //!   (Flank, Firebase Test Lab).
 //!
-//! `cargo bench -p argus-coordinator --bench scheduling`
+//! `cargo bench -p argus-grid --bench scheduling`
 
 use std::collections::HashMap;
 

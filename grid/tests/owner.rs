@@ -466,12 +466,9 @@ async fn an_unwatched_run_is_cancelled_after_the_clients_grace_and_a_detached_on
         selector: Some(grpc::Selector { platform: "ios".into(), ..Default::default() }),
         ..Default::default()
     };
-    let watched = grid
-        .handle
-        .submit(&grid.store, argus_grid::submit::Submission::new(request), String::new())
-        .await
-        .unwrap()
-        .run_id;
+    let submission = argus_grid::submit::Submission::new(request);
+    let watched =
+        argus_grid::submit::submit(&grid.handle, &grid.store, submission, String::new()).await.unwrap().run_id;
     for _ in 0..16 {
         _worker.heartbeat(&[]).await;
         pass(&grid.handle, Duration::from_secs(4)).await;

@@ -205,6 +205,9 @@ pub struct GridOptions {
     /// What stops it (and its workers), besides dropping it: a benchmark's
     /// token for everything a round started. A new one when `None`.
     pub cancel: Option<CancellationToken>,
+    /// Log nothing: a benchmark's output is its figures. A test's grid
+    /// logs to the test's output, shown when the test fails.
+    pub quiet: bool,
 }
 
 /// A coordinator on a fresh database over real gRPC, and the workers and
@@ -246,7 +249,9 @@ impl Grid {
     pub async fn serve(options: GridOptions) -> Self {
         // What the grid logged is shown when a test fails (it is captured
         // otherwise): a run that does not end says why.
-        let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+        if !options.quiet {
+            let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+        }
         let database = options.database.unwrap_or_else(|| sqlite_url("argus-grid"));
         let store = Store::open(&database).await.unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

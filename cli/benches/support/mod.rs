@@ -84,8 +84,13 @@ pub async fn grid_options(
     coordinator: argus_coordinator::Options,
     cancel: &CancellationToken,
 ) -> Grid {
-    let options =
-        GridOptions { database: Some(database.to_owned()), coordinator, cancel: Some(cancel.clone()), http: false };
+    let options = GridOptions {
+        database: Some(database.to_owned()),
+        coordinator,
+        cancel: Some(cancel.clone()),
+        http: false,
+        quiet: true,
+    };
     let mut grid = Grid::serve(options).await;
     let model = Model::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/app.yaml")).unwrap();
     let ports = free_ports(devices);

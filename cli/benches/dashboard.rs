@@ -17,7 +17,7 @@
 //! is a million attempts), then with sequential scans priced out (such a
 //! read left means no index can bound it, at any size: the bench fails).
 //!
-//! `ARGUS_BENCH_POSTGRES_URL=postgres://… cargo bench -p argus-coordinator --bench dashboard [-- RUNS ATTEMPTS NIGHTLY_CASES] [--rounds=N] [--fresh]`
+//! `ARGUS_BENCH_POSTGRES_URL=postgres://… cargo bench -p argus --bench dashboard [-- RUNS ATTEMPTS NIGHTLY_CASES] [--rounds=N] [--fresh]`
 //! (falls back to `ARGUS_TEST_POSTGRES_URL`). The history is written once
 //! into a database named after its size and kept: the next run of the
 //! bench reuses it (`--fresh` writes it again). Writing the full year
@@ -580,7 +580,8 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, usize) {
 
 /// A coordinator serving `url`'s store, once its dashboard answers.
 async fn coordinator(url: &str) -> Grid {
-    let grid = Grid::serve(GridOptions { database: Some(url.to_owned()), http: true, ..GridOptions::default() }).await;
+    let options = GridOptions { database: Some(url.to_owned()), http: true, quiet: true, ..GridOptions::default() };
+    let grid = Grid::serve(options).await;
     let addr = grid.http();
     // Serving once the dashboard answers.
     let deadline = Instant::now() + Duration::from_secs(30);
