@@ -2,7 +2,7 @@
 // the machine: Postgres (`ARGUS_TEST_POSTGRES_URL`), a browser
 // (`ARGUS_TEST_BROWSER=1`, with chromedriver and chromium on the PATH) or the
 // real WebDriver clients (`ARGUS_TEST_CLIENTS=1`, after
-// `scripts/test-clients.sh`). Such a test carries
+// `scripts/test-clients.sh`) or Android's `aapt` (`ARGUS_TEST_ANDROID=1`). Such a test carries
 // `#[cfg_attr(not(argus_postgres), ignore = "…")]` (or `argus_browser`,
 // `argus_clients`): it runs when its variable says the service is there and
 // is reported `ignored`, never `ok`, when it is not. Under `CI=true` a missing
@@ -52,6 +52,25 @@ fn client_tests() {
         println!("cargo:rustc-cfg=argus_clients");
     } else if under_ci() {
         panic!("CI=true but ARGUS_TEST_CLIENTS is not 1: run scripts/test-clients.sh and set it (.ci/run does)");
+    }
+}
+
+/// Android's `aapt` and the framework's resources, which the build
+/// reader's tests package real APKs with.
+#[allow(dead_code)]
+fn android_tests() {
+    println!("cargo:rerun-if-env-changed=ARGUS_TEST_ANDROID");
+    println!("cargo:rerun-if-env-changed=CI");
+    println!("cargo::rustc-check-cfg=cfg(argus_android)");
+    if switched_on("ARGUS_TEST_ANDROID") {
+        let on_path = std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("aapt").is_file()));
+        if !on_path || !std::path::Path::new("/usr/share/android-framework-res/framework-res.apk").is_file() {
+            panic!("ARGUS_TEST_ANDROID=1 but aapt or the framework's resources are missing (Debian: aapt android-framework-res)");
+        }
+        println!("cargo:rustc-cfg=argus_android");
+    } else if under_ci() {
+        panic!("CI=true but ARGUS_TEST_ANDROID is not 1: install aapt and android-framework-res and set it (.ci/run does)");
     }
 }
 

@@ -7,7 +7,13 @@ use std::path::PathBuf;
 use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["argus/v1/project.proto", "argus/v1/worker.proto", "argus/v1/runs.proto", "argus/v1/fleet.proto"];
+    let files = [
+        "argus/v1/project.proto",
+        "argus/v1/worker.proto",
+        "argus/v1/runs.proto",
+        "argus/v1/fleet.proto",
+        "argus/v1/builds.proto",
+    ];
     println!("cargo:rerun-if-changed=argus");
     let descriptors = protox::compile(files, ["."])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);

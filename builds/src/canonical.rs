@@ -133,7 +133,7 @@ fn bundle_name(path: &Path) -> Result<String, BuildError> {
 }
 
 /// A link must stay inside the bundle: relative, and never above its root.
-fn check_link(path: &Path, relative: &str, target: &str) -> Result<(), BuildError> {
+pub(crate) fn check_link(path: &Path, relative: &str, target: &str) -> Result<(), BuildError> {
     let refuse = || BuildError::BadArchive {
         path: path.into(),
         why: format!("{relative} links to {target}, outside the bundle"),
@@ -260,6 +260,15 @@ pub fn write_zip<R: Read + std::io::Seek, W: Write>(
         }
     }
     tar.into_inner().map_err(|source| BuildError::Io { path: path.into(), source })
+}
+
+/// The canonical archive of the one `.app` in the zip at `path`.
+pub fn write_zipped<W: Write>(path: &Path, out: W) -> Result<W, BuildError> {
+    let file = std::fs::File::open(path).map_err(|source| BuildError::Io { path: path.into(), source })?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| BuildError::BadArchive { path: path.into(), why: format!("not a readable zip: {e}") })?;
+    let bundle = bundle_in_zip(path, &zip)?;
+    write_zip(path, &mut zip, &bundle, out)
 }
 
 pub(crate) fn zip_digest<R: Read + std::io::Seek>(

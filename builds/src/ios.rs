@@ -35,6 +35,52 @@ pub(crate) fn inspect_zip(path: &Path) -> Result<Build, BuildError> {
     from_info(path, &bytes, sha256, size)
 }
 
+/// An `.app` as its canonical tar: every entry under one bundle folder,
+/// none climbing out, links staying inside; its Info.plist read.
+pub(crate) fn inspect_tar(path: &Path) -> Result<Build, BuildError> {
+    let io = |source| BuildError::Io { path: path.into(), source };
+    let bad = |why: String| BuildError::BadArchive { path: path.into(), why };
+    let mut archive = tar::Archive::new(std::fs::File::open(path).map_err(io)?);
+    let mut bundle: Option<String> = None;
+    let mut info = None;
+    for entry in archive.entries().map_err(io)? {
+        let mut entry = entry.map_err(io)?;
+        let name = entry
+            .path()
+            .map_err(io)?
+            .to_str()
+            .map(str::to_owned)
+            .ok_or_else(|| bad("a name that is not UTF-8".into()))?;
+        let (top, relative) =
+            name.split_once('/').ok_or_else(|| bad(format!("the entry {name:?} is outside a bundle")))?;
+        if !top.ends_with(".app") || relative.split('/').any(|part| part == ".." || part.is_empty()) {
+            return Err(bad(format!("the entry {name:?} climbs out of the bundle")));
+        }
+        match &bundle {
+            Some(first) if first != top => return Err(bad(format!("it holds two bundles ({first}, {top})"))),
+            None => bundle = Some(top.to_owned()),
+            _ => {}
+        }
+        match entry.header().entry_type() {
+            tar::EntryType::Symlink => {
+                let target =
+                    entry.link_name().map_err(io)?.map(|t| t.to_string_lossy().into_owned()).unwrap_or_default();
+                canonical::check_link(path, relative, &target)?;
+            }
+            tar::EntryType::Regular if relative == INFO => {
+                let mut bytes = Vec::new();
+                entry.read_to_end(&mut bytes).map_err(io)?;
+                info = Some(bytes);
+            }
+            tar::EntryType::Regular => {}
+            other => return Err(bad(format!("the entry {name:?} is a {other:?}, neither a file nor a link"))),
+        }
+    }
+    let info = info.ok_or(BuildError::Missing { path: path.into(), within: "the .app", field: INFO })?;
+    let (sha256, size) = canonical::file_digest(path)?;
+    from_info(path, &info, sha256, size)
+}
+
 fn from_info(path: &Path, bytes: &[u8], sha256: String, size: u64) -> Result<Build, BuildError> {
     let unreadable = |why: String| BuildError::Unreadable { path: path.into(), within: INFO.into(), why };
     let info = plist::parse(bytes).map_err(unreadable)?;

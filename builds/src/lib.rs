@@ -103,6 +103,17 @@ pub fn inspect(path: &Path, said: Option<Platform>) -> Result<Build, BuildError>
     }
 }
 
+/// Reads a build as it travels (as a coordinator received it): an `.apk`
+/// as it is, an `.app` as its canonical tar ([`canonical::write_dir`]),
+/// whatever the file is named. What it says is what the coordinator
+/// keeps, not what the sender claimed.
+pub fn inspect_received(path: &Path, platform: Platform) -> Result<Build, BuildError> {
+    match platform {
+        Platform::Android => android::inspect_apk(path),
+        Platform::Ios => ios::inspect_tar(path),
+    }
+}
+
 /// What a file is, from its name and (for a directory) its kind.
 enum Kind {
     AppDir,

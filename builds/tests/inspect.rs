@@ -245,6 +245,7 @@ const MANIFEST: &str = r#"<?xml version="1.0" encoding="utf-8"?>
 "#;
 
 #[test]
+#[cfg_attr(not(argus_android), ignore = "needs Android's aapt (ARGUS_TEST_ANDROID=1; .ci/run installs it)")]
 fn an_apk_made_by_aapt_is_read_from_its_binary_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let path = apk(dir.path(), MANIFEST, Some("x86_64"));

@@ -78,6 +78,8 @@ enum Command {
     Runs(grid_commands::RunsArgs),
     /// Bring another runner's results into the history.
     Import(grid_commands::ImportArgs),
+    /// The runs' own app builds on the coordinator: push one, list them.
+    Builds(grid_commands::BuildsArgs),
 }
 
 /// The command line's definition (the settings read variables' names off it).
@@ -108,9 +110,12 @@ async fn main() -> ExitCode {
         Command::Coordinator(_) => ("info", "argus-coordinator"),
         Command::Worker(_) => ("info", "argus-worker"),
         Command::Standalone(_) => ("info", "argus-standalone"),
-        Command::Migrate(_) | Command::Prune(_) | Command::Devices(_) | Command::Runs(_) | Command::Import(_) => {
-            ("warn", "argus")
-        }
+        Command::Migrate(_)
+        | Command::Prune(_)
+        | Command::Devices(_)
+        | Command::Runs(_)
+        | Command::Import(_)
+        | Command::Builds(_) => ("warn", "argus"),
     };
     let telemetry = telemetry::init(level, service, cli.log_format);
     let code = match cli.command {
@@ -128,6 +133,7 @@ async fn main() -> ExitCode {
         Command::Devices(args) => grid_commands::devices(args, &sub).await,
         Command::Runs(args) => grid_commands::runs(args, &sub).await,
         Command::Import(args) => grid_commands::import(args, &sub).await,
+        Command::Builds(args) => grid_commands::builds(args, &sub).await,
     };
     telemetry.shutdown().await;
     code

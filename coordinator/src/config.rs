@@ -20,6 +20,8 @@ pub const DEFAULT_DATABASE: &str = "sqlite:argus.db";
 pub struct CoordinatorSettings {
     pub database_url: String,
     pub artifacts: PathBuf,
+    /// Where the runs' app builds are kept.
+    pub builds: PathBuf,
     pub worker_token: Option<String>,
     pub client_token: Option<String>,
     pub read_token: Option<String>,
@@ -169,6 +171,7 @@ impl Default for CoordinatorSettings {
         Self {
             database_url: DEFAULT_DATABASE.into(),
             artifacts: "argus-artifacts".into(),
+            builds: "argus-builds".into(),
             worker_token: None,
             client_token: None,
             read_token: None,

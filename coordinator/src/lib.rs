@@ -3,6 +3,7 @@
 //! the store before acting on it.
 
 mod assembler;
+pub mod builds;
 pub mod config;
 mod grpc;
 pub mod http;

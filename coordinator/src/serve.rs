@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use argus_proto::auth::RequireToken;
-use argus_proto::grpc::{self, fleet_server::FleetServer, runs_server::RunsServer, workers_server::WorkersServer};
+use argus_proto::grpc::{
+    self, builds_server::BuildsServer, fleet_server::FleetServer, runs_server::RunsServer,
+    workers_server::WorkersServer,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -75,6 +78,8 @@ pub struct Options {
     pub webhooks: Vec<argus_history::notify::Webhook>,
     /// How long a webhook delivery is retried; an hour when `None`.
     pub webhook_retry_for: Option<std::time::Duration>,
+    /// Where the runs' app builds are kept; without it, builds are refused.
+    pub builds: Option<crate::builds::BuildFiles>,
 }
 
 /// A certificate chain and its private key, PEM.
@@ -126,6 +131,7 @@ pub async fn serve_with(
         follow_up,
         webhooks,
         webhook_retry_for,
+        builds,
     } = options;
     let addr: Option<SocketAddr> = listener.local_addr().ok();
     // Links to the dashboard: where it was said to be, else the HTTP
@@ -185,6 +191,7 @@ pub async fn serve_with(
         calls,
         dashboard_url: told_dashboard,
         live,
+        builds: builds.map(Arc::new),
     };
     let health_service = health(&shutdown, &tasks).await;
     let reflection = tonic_reflection::server::Builder::configure()
@@ -210,7 +217,8 @@ pub async fn serve_with(
                 ),
             client_check.clone(),
         ))
-        .add_service(FleetServer::with_interceptor(services, client_check))
+        .add_service(FleetServer::with_interceptor(services.clone(), client_check.clone()))
+        .add_service(BuildsServer::with_interceptor(services, client_check))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled());
     // The owner task commits what it holds and ends the streams; streams
     // that outlive it get a deadline.

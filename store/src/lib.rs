@@ -13,6 +13,7 @@ macro_rules! run_select {
 
 pub mod artifacts;
 mod attempts;
+mod builds;
 mod case_days;
 mod dashboard;
 mod events;
@@ -30,6 +31,7 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
+pub use builds::BuildRow;
 pub use events::{DeliveryRow, DueDelivery, EventRow, NewEvent, Tried as DeliveryTried};
 pub use mutes::{MuteEvent, MuteRow};
 pub use observations::{CaseRun, FailureCause, ObservationRow, Observed, ObservedAttempt};

@@ -32,6 +32,7 @@ macro_rules! on_both {
 }
 
 on_both!(
+    a_build_is_recorded_once_by_its_sha256,
     a_run_and_its_pending_attempts,
     a_lease_is_granted_once,
     a_result_from_a_lease_that_is_not_current_is_refused,
@@ -870,4 +871,30 @@ async fn kept_windows_of_passes_read_as_the_attempts_do(on_postgres: bool) {
     store.count_ended_runs().await.unwrap();
     sqlx::query("UPDATE case_windows SET recent_ms = '7' WHERE case_id = 'a'").execute(&mut conn).await.unwrap();
     assert_eq!(store.kept_passed_ms(&ids, "ios").await.unwrap()["a"], [7], "read from its window again");
+}
+
+async fn a_build_is_recorded_once_by_its_sha256(store: Store) {
+    let build = argus_store::BuildRow {
+        sha256: "3f2a".repeat(16),
+        platform: "ios".into(),
+        bundle_id: "com.example.shop".into(),
+        version: "4.2.0".into(),
+        build_number: "4207".into(),
+        min_os: Some("16.0".into()),
+        launch: None,
+        abis: String::new(),
+        size: 112_000_000,
+        file_name: "Shop.app".into(),
+        uploaded_at: 10,
+        last_used_at: 10,
+    };
+    assert!(store.put_build(&build).await.unwrap(), "new");
+    let again = argus_store::BuildRow { uploaded_at: 20, file_name: "Other.zip".into(), ..build.clone() };
+    assert!(!store.put_build(&again).await.unwrap(), "the same content is the same build");
+    assert_eq!(store.build(&build.sha256).await.unwrap(), Some(build.clone()), "kept as first recorded");
+    let newer = argus_store::BuildRow { sha256: "ab".repeat(32), last_used_at: 30, ..build.clone() };
+    store.put_build(&newer).await.unwrap();
+    let listed: Vec<String> = store.builds().await.unwrap().into_iter().map(|b| b.sha256).collect();
+    assert_eq!(listed, [newer.sha256, build.sha256], "most recently used first");
+    assert_eq!(store.build(&"00".repeat(32)).await.unwrap(), None);
 }

@@ -28,6 +28,11 @@ pub struct CoordinatorArgs {
     #[arg(long, env = "ARGUS_ARTIFACTS", value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     artifacts: Option<PathBuf>,
+    /// Where the runs' app builds are kept, each under its sha256, made if
+    /// it is not there [default: argus-builds].
+    #[arg(long, env = "ARGUS_BUILDS", value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    builds: Option<PathBuf>,
     /// Workers must present this token.
     #[arg(long, env = "ARGUS_WORKER_TOKEN", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -228,6 +233,10 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         Ok(artifacts) => artifacts,
         Err(error) => return failed("coordinator", format!("artifacts: {error}")),
     };
+    let builds = match argus_coordinator::builds::BuildFiles::open(&settings.builds) {
+        Ok(builds) => builds,
+        Err(error) => return failed("coordinator", format!("builds: {}: {error}", settings.builds.display())),
+    };
     let dashboard = settings.public_url.clone().unwrap_or_else(|| format!("http://{}", settings.http));
     let scheme = if tls.is_some() { "https" } else { "http" };
     // A log line, so that JSON logs stay all JSON.
@@ -255,6 +264,7 @@ pub async fn coordinator(args: CoordinatorArgs, matches: &clap::ArgMatches) -> E
         tls,
         core,
         artifacts: Some(artifacts),
+        builds: Some(builds),
         keep,
         step_records: Some(step_records),
         webhooks,

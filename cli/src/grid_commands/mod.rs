@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 use crate::settings;
 pub use argus_coordinator::config::{DEFAULT_DATABASE, DEFAULT_HTTP, DEFAULT_LISTEN};
 
+mod builds;
 mod coordinator;
 mod fleet;
 mod import;
@@ -26,6 +27,7 @@ mod mutes;
 mod standalone;
 mod worker;
 
+pub use builds::*;
 pub use coordinator::*;
 pub use fleet::*;
 pub use import::*;

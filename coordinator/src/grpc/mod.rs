@@ -1,8 +1,9 @@
 //! The gRPC face of the coordinator, one file per service: Workers
 //! (`workers.rs`: one stream per worker, where a device's messages enter),
-//! Runs (`runs.rs`: clients submit and watch) and Fleet (`fleet.rs`:
-//! operators). Each handler forwards to the owner task or reads the store.
+//! Runs (`runs.rs`: clients submit and watch), Fleet (`fleet.rs`:
+//! operators) and Builds (`builds.rs`: the runs' app builds, by content). Each handler forwards to the owner task or reads the store.
 
+mod builds;
 mod fleet;
 mod runs;
 mod workers;
@@ -31,4 +32,6 @@ pub(crate) struct Services {
     pub(crate) dashboard_url: Option<String>,
     /// What each device shows now, and whether anyone watches.
     pub(crate) live: Arc<argus_grid::live::LiveScreens>,
+    /// Where the runs' app builds are kept; none when unset.
+    pub(crate) builds: Option<Arc<crate::builds::BuildFiles>>,
 }

@@ -1,0 +1,5 @@
+include!("../build-support/test_services.rs");
+
+fn main() {
+    android_tests();
+}

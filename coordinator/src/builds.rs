@@ -1,0 +1,48 @@
+//! Where the coordinator keeps the runs' app builds: one file per build,
+//! named by its sha256 (`sha256/<hex>`), written under `partial/` while
+//! it arrives and moved into place only once its bytes match its sha256
+//! and the coordinator has read what the build is itself. An upload cut
+//! short leaves its partial file, which the next upload resumes.
+
+use std::path::{Path, PathBuf};
+
+/// The largest build taken by default (Device Farm's cap).
+pub const MAX_BUILD_BYTES: u64 = 4 << 30;
+
+#[derive(Debug, Clone)]
+pub struct BuildFiles {
+    dir: PathBuf,
+    /// The largest build taken.
+    pub max_bytes: u64,
+}
+
+impl BuildFiles {
+    /// The builds folder at `dir`, made if it is not there.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir.join("sha256"))?;
+        std::fs::create_dir_all(dir.join("partial"))?;
+        Ok(Self { dir: dir.to_owned(), max_bytes: MAX_BUILD_BYTES })
+    }
+
+    /// Where a kept build is.
+    pub fn kept(&self, sha256: &str) -> PathBuf {
+        self.dir.join("sha256").join(sha256)
+    }
+
+    /// Where a build is written while it arrives.
+    pub fn partial(&self, sha256: &str) -> PathBuf {
+        self.dir.join("partial").join(sha256)
+    }
+
+    /// How much of a build an upload cut short left (0 if none).
+    pub fn received(&self, sha256: &str) -> u64 {
+        std::fs::metadata(self.partial(sha256)).map_or(0, |m| m.len())
+    }
+}
+
+/// A sha256 as builds are named: 64 lower-case hex digits. Anything else
+/// never becomes a path.
+pub fn check_sha(sha256: &str) -> Result<(), String> {
+    let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if hex { Ok(()) } else { Err(format!("{sha256:?} is not a sha256 (64 lower-case hex digits)")) }
+}
