@@ -178,6 +178,22 @@ fn an_upload_cut_short_resumes_and_bytes_that_are_not_what_they_claim_are_refuse
         );
         let missing = client.missing(grpc::MissingBuildsRequest { sha256: vec![build.sha256.clone()] }).await.unwrap();
         assert_eq!(missing.into_inner().missing[0].received, half as u64);
+        // While one upload of a build runs, another of the same build waits
+        // its turn rather than write the same file.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(grpc::BuildPiece { info: Some(info.clone()), offset: half as u64, data: Vec::new() }).await.unwrap();
+        let mut first = client.clone();
+        let running = argus_proto::task::spawn("the first upload", async move {
+            first.put(tokio_stream::wrappers::ReceiverStream::new(rx)).await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let piece = grpc::BuildPiece { info: Some(info.clone()), offset: half as u64, data: Vec::new() };
+        let busy = client.put(tokio_stream::iter([piece])).await.unwrap_err();
+        assert_eq!(busy.code(), tonic::Code::Aborted, "{busy:?}");
+        assert!(busy.message().contains("is being sent by another client"), "{}", busy.message());
+        drop(tx);
+        let ended = running.await.unwrap().unwrap_err();
+        assert!(ended.message().contains(&format!("{half} of {} bytes received", bytes.len())), "{}", ended.message());
         // A sha that is not one never becomes a path.
         let bad =
             client.missing(grpc::MissingBuildsRequest { sha256: vec!["../../etc/passwd".into()] }).await.unwrap_err();

@@ -9,11 +9,26 @@ use std::path::{Path, PathBuf};
 /// The largest build taken by default (Device Farm's cap).
 pub const MAX_BUILD_BYTES: u64 = 4 << 30;
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct BuildFiles {
     dir: PathBuf,
     /// The largest build taken.
     pub max_bytes: u64,
+    /// Builds being received: one upload of a build at a time, so that two
+    /// never write one partial file.
+    receiving: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+/// A build being received; let go when dropped.
+pub struct Receiving<'a> {
+    files: &'a BuildFiles,
+    sha256: String,
+}
+
+impl Drop for Receiving<'_> {
+    fn drop(&mut self) {
+        self.files.receiving.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.sha256);
+    }
 }
 
 impl BuildFiles {
@@ -21,7 +36,13 @@ impl BuildFiles {
     pub fn open(dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir.join("sha256"))?;
         std::fs::create_dir_all(dir.join("partial"))?;
-        Ok(Self { dir: dir.to_owned(), max_bytes: MAX_BUILD_BYTES })
+        Ok(Self { dir: dir.to_owned(), max_bytes: MAX_BUILD_BYTES, receiving: Default::default() })
+    }
+
+    /// Claims the upload of `sha256`; `None` while another upload of it runs.
+    pub fn receive(&self, sha256: &str) -> Option<Receiving<'_>> {
+        let fresh = self.receiving.lock().unwrap_or_else(|p| p.into_inner()).insert(sha256.to_owned());
+        fresh.then(|| Receiving { files: self, sha256: sha256.to_owned() })
     }
 
     /// Where a kept build is.

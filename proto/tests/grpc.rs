@@ -30,5 +30,5 @@ fn the_descriptor_set_lists_every_service() {
     let set = prost_types::FileDescriptorSet::decode(grpc::FILE_DESCRIPTOR_SET).unwrap();
     let services: Vec<String> =
         set.file.iter().flat_map(|f| f.service.iter().map(|s| s.name.clone().unwrap_or_default())).collect();
-    assert_eq!(services, ["Workers", "Runs", "Fleet"]);
+    assert_eq!(services, ["Workers", "Runs", "Fleet", "Builds"]);
 }

@@ -68,6 +68,12 @@ impl grpc::builds_server::Builds for Services {
         {
             return Ok(Response::new(grpc::PutBuildResponse { build: Some(info_of(&row)), already: true }));
         }
+        let Some(_receiving) = files.receive(&info.sha256) else {
+            return Err(Status::aborted(format!(
+                "build {} is being sent by another client; ask which builds are missing again in a moment",
+                info.sha256
+            )));
+        };
         let received = receive(&files, &info, first.offset, first.data, &mut pieces).await?;
         if received < info.size {
             return Err(Status::aborted(format!(
