@@ -75,7 +75,7 @@ fn argus(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
 #[cfg_attr(not(argus_android), ignore = "needs Android's aapt (ARGUS_TEST_ANDROID=1; .ci/run installs it)")]
 fn a_build_is_sent_once_and_an_unchanged_one_sends_nothing() {
     let dir = temp_dir("argus-builds");
-    let (_coordinator, listen, _) = coordinator_on_free_ports(&dir, &[]);
+    let (_coordinator, listen, http) = coordinator_on_free_ports(&dir, &[]);
     let url = format!("http://{listen}");
     let apk = apk(&dir.join("android"), 3 << 20);
     let apk = apk.to_str().unwrap();
@@ -120,6 +120,28 @@ fn a_build_is_sent_once_and_an_unchanged_one_sends_nothing() {
             .any(|l| l.starts_with("android") && l.contains(&format!("sha256:{sha7}")) && l.contains("4.2.0 (4207)")),
         "{listing}"
     );
+
+    // The API lists them, and names one by its sha256.
+    let (status, body) = http_get(&http, "/api/v1/builds");
+    assert_eq!(status, 200, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let builds = listed["builds"].as_array().unwrap();
+    assert_eq!(builds.len(), 2, "{body}");
+    let android = builds.iter().find(|b| b["platform"] == "android").unwrap();
+    assert_eq!(
+        (android["bundle_id"].as_str(), android["build_number"].as_str()),
+        (Some("com.example.shop"), Some("4207"))
+    );
+    assert_eq!(android["launch"], "com.example.shop/.Main");
+    let sha = android["sha256"].as_str().unwrap();
+    assert!(sha.starts_with(&sha7));
+    let (status, one) = http_get(&http, &format!("/api/v1/builds/{sha}"));
+    assert_eq!(status, 200, "{one}");
+    assert!(one.contains("\"version\":\"4.2.0\""), "{one}");
+    assert_eq!(http_get(&http, &format!("/api/v1/builds/{}", "0".repeat(64))).0, 404);
+    let (status, bad) = http_get(&http, "/api/v1/builds/..%2F..%2Fetc");
+    assert_eq!(status, 400, "{bad}");
+    assert!(bad.contains("is not a sha256"), "{bad}");
 
     // What no simulator installs is refused before anything is sent.
     let ipa = dir.join("Shop.ipa");

@@ -5,6 +5,7 @@
 
 mod actions;
 mod api;
+mod builds;
 mod live;
 mod pages;
 mod sessions;
@@ -91,6 +92,8 @@ pub fn router(state: Dashboard) -> Router {
         .route("/api/v1/mutes/{project}/{case}", put(actions::mute).delete(actions::unmute))
         .route("/api/v1/runs/{id}/rerun-failed", post(actions::rerun_failed))
         .route("/api/v1/import/junit", post(actions::import_junit).layer(axum::extract::DefaultBodyLimit::disable()))
+        .route("/api/v1/builds", get(builds::builds))
+        .route("/api/v1/builds/{sha256}", get(builds::build))
         .route("/api/v1/sessions", get(sessions::sessions_api))
         .route("/api/v1/sessions/{id}", get(sessions::session_api))
         .with_state(state)
