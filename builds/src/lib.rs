@@ -148,6 +148,13 @@ impl Kind {
     }
 }
 
+/// A sha256 as builds are named: 64 lower-case hex digits. Anything else
+/// never becomes a path or a query.
+pub fn check_sha256(sha256: &str) -> Result<(), String> {
+    let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if hex { Ok(()) } else { Err(format!("{sha256:?} is not a sha256 (64 lower-case hex digits)")) }
+}
+
 /// `112 MB`, `930 KB`, `512 B` (powers of 1000, as people read sizes).
 pub fn human_size(bytes: u64) -> String {
     match bytes {

@@ -60,10 +60,3 @@ impl BuildFiles {
         std::fs::metadata(self.partial(sha256)).map_or(0, |m| m.len())
     }
 }
-
-/// A sha256 as builds are named: 64 lower-case hex digits. Anything else
-/// never becomes a path.
-pub fn check_sha(sha256: &str) -> Result<(), String> {
-    let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if hex { Ok(()) } else { Err(format!("{sha256:?} is not a sha256 (64 lower-case hex digits)")) }
-}

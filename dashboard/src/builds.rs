@@ -57,13 +57,7 @@ pub async fn builds(State(state): State<Dashboard>) -> Result<Json<Builds>, ApiE
 }
 
 pub async fn build(State(state): State<Dashboard>, Path(sha256): Path<String>) -> Result<Json<BuildView>, ApiError> {
-    let hex = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !hex {
-        return Err(ApiError(
-            StatusCode::BAD_REQUEST,
-            format!("{sha256:?} is not a sha256 (64 lower-case hex digits)"),
-        ));
-    }
+    argus_builds::check_sha256(&sha256).map_err(|why| ApiError(StatusCode::BAD_REQUEST, why))?;
     match state.store.build(&sha256).await? {
         Some(row) => Ok(Json(row.into())),
         None => Err(ApiError(StatusCode::NOT_FOUND, format!("no build sha256:{sha256} on this coordinator"))),

@@ -10,7 +10,9 @@ use argus_store::BuildRow;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::Services;
-use crate::builds::{BuildFiles, check_sha};
+use argus_builds::check_sha256 as check_sha;
+
+use crate::builds::BuildFiles;
 
 impl Services {
     fn build_files(&self) -> Result<Arc<BuildFiles>, Status> {
