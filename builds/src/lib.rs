@@ -79,7 +79,7 @@ impl Build {
         format!(
             "{} sha256:{} {} {} ({}) {}",
             self.platform.as_str(),
-            &self.sha256[..7.min(self.sha256.len())],
+            self.sha256.get(..7).unwrap_or(&self.sha256),
             self.bundle_id,
             self.version,
             self.build_number,

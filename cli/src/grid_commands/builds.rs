@@ -41,43 +41,51 @@ pub async fn builds(args: BuildsArgs, matches: &clap::ArgMatches) -> ExitCode {
         Ok(target) => target,
         Err(error) => return failed("builds", error),
     };
+    // A build is read here before the coordinator is asked anything: what
+    // no device can install is said at once, with or without a coordinator.
+    let build = match &args.what {
+        Builds::Push { file } => match read_build(file) {
+            Ok(build) => Some(build),
+            Err(error) => return failed("builds push", error),
+        },
+        Builds::List => None,
+    };
     let mut client = match channel(&target).await {
         Ok((channel, bearer)) => BuildsClient::with_interceptor(channel, bearer),
         Err(error) => return failed("builds", error),
     };
-    match args.what {
-        Builds::Push { file } => {
-            let build = match read_build(&file) {
-                Ok(build) => build,
-                Err(error) => return failed("builds push", error),
-            };
-            match push(&mut client, &build).await {
-                Ok(said) => {
-                    outln!("build {}: {said}", build.summary());
-                    ExitCode::SUCCESS
-                }
-                Err(error) => failed("builds push", error),
-            }
-        }
-        Builds::List => match client.list(grpc::ListBuildsRequest {}).await {
-            Ok(answer) => {
-                for stored in answer.into_inner().builds {
-                    let Some(info) = stored.info else { continue };
-                    outln!(
-                        "{:<8} sha256:{}  {}  {} ({})  {}  last used {}",
-                        info.platform,
-                        &info.sha256[..12.min(info.sha256.len())],
-                        info.bundle_id,
-                        info.version,
-                        info.build_number,
-                        argus_builds::human_size(info.size),
-                        argus_grid::time::iso(stored.last_used_ms)
-                    );
-                }
+    match build {
+        Some(build) => match push(&mut client, &build).await {
+            Ok(said) => {
+                outln!("build {}: {said}", build.summary());
                 ExitCode::SUCCESS
             }
-            Err(status) => failed("builds list", status.message().to_owned()),
+            Err(error) => failed("builds push", error),
         },
+        None => list(&mut client).await,
+    }
+}
+
+/// `argus builds list`: a line a build.
+async fn list(client: &mut Client) -> ExitCode {
+    match client.list(grpc::ListBuildsRequest {}).await {
+        Ok(answer) => {
+            for stored in answer.into_inner().builds {
+                let Some(info) = stored.info else { continue };
+                outln!(
+                    "{:<8} sha256:{}  {}  {} ({})  {}  last used {}",
+                    info.platform,
+                    info.sha256.get(..12).unwrap_or(&info.sha256),
+                    info.bundle_id,
+                    info.version,
+                    info.build_number,
+                    argus_builds::human_size(info.size),
+                    argus_grid::time::iso(stored.last_used_ms)
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(status) => failed("builds list", status.message().to_owned()),
     }
 }
 
