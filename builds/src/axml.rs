@@ -82,11 +82,14 @@ pub fn parse(bytes: &[u8]) -> Result<Element, String> {
     let mut at = usize::from(header.header_size);
     while at < header.size.min(bytes.len()) {
         let chunk = Chunk::at(bytes, at)?;
-        let body = &bytes[at..at + chunk.size];
+        let body = bytes
+            .get(at..at + chunk.size)
+            .ok_or_else(|| format!("a chunk at byte {at} of {} bytes runs past the end", chunk.size))?;
         match chunk.kind {
             RES_STRING_POOL => strings = string_pool(body)?,
             RES_XML_RESOURCE_MAP => {
-                ids = body[usize::from(chunk.header_size)..].chunks_exact(4).map(le32).collect();
+                let map = body.get(usize::from(chunk.header_size)..).ok_or("a resource map shorter than its header")?;
+                ids = map.chunks_exact(4).map(le32).collect();
             }
             RES_XML_START_ELEMENT => open.push(start_element(body, &strings, &ids)?),
             RES_XML_END_ELEMENT => {
@@ -138,7 +141,7 @@ fn string_pool(chunk: &[u8]) -> Result<Vec<String>, String> {
     let count = field(8)? as usize;
     let flags = field(16)?;
     let strings_start = field(20)? as usize;
-    let header_size = usize::from(le16(&chunk[2..4]));
+    let header_size = usize::from(chunk.get(2..4).map(le16).ok_or("a string pool shorter than its header")?);
     (0..count)
         .map(|i| {
             let offset = field(header_size + i * 4)? as usize;
@@ -210,4 +213,34 @@ fn start_element(chunk: &[u8], strings: &[String], ids: &[u32]) -> Result<Elemen
         attributes.push((name, value));
     }
     Ok(Element { name, attributes, children: Vec::new() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document whose chunks say they are bigger than the bytes it has,
+    /// cut anywhere: an error, never a panic.
+    #[test]
+    fn a_document_that_lies_about_its_sizes_is_an_error() {
+        let mut doc = Vec::new();
+        doc.extend_from_slice(&RES_XML.to_le_bytes());
+        doc.extend_from_slice(&8u16.to_le_bytes());
+        doc.extend_from_slice(&64u32.to_le_bytes());
+        // An inner chunk of the document's own type, claiming a megabyte.
+        doc.extend_from_slice(&RES_XML.to_le_bytes());
+        doc.extend_from_slice(&8u16.to_le_bytes());
+        doc.extend_from_slice(&(1u32 << 20).to_le_bytes());
+        // A resource map whose header says it is longer than itself.
+        doc.extend_from_slice(&RES_XML_RESOURCE_MAP.to_le_bytes());
+        doc.extend_from_slice(&200u16.to_le_bytes());
+        doc.extend_from_slice(&12u32.to_le_bytes());
+        doc.extend_from_slice(&[0; 4]);
+        for end in 0..=doc.len() {
+            assert!(parse(&doc[..end]).is_err(), "{end} bytes");
+        }
+        let mut map_first = doc[..8].to_vec();
+        map_first.extend_from_slice(&doc[16..]);
+        assert!(parse(&map_first).is_err());
+    }
 }
